@@ -20,7 +20,7 @@ from replication_helpers import (
     partition_until,
 )
 
-from gregor.coordinator.partitioning import partition_for
+from gregor.coordinator.common.partitioning import partition_for
 from gregor.testing.cluster import ClusterProcess
 from gregor.testing.inprocess_cluster import InProcessCluster
 

@@ -14,8 +14,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from gregor.coordinator import CoordinatorConfig, GroupCoordinator
-from gregor.coordinator.records import decode_key, decode_value
+from gregor.coordinator import CoordinatorConfig, GroupCoordinator, Token
+from gregor.coordinator.group.records import decode_key, decode_value
 from gregor.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from gregor.protocol.messages.heartbeat import HeartbeatRequest
 from gregor.protocol.messages.join_group import JoinGroupRequest
@@ -103,15 +103,14 @@ class Harness:
     def pump(self) -> None:
         c = self.coord
         while c.has_output:
-            writes, replies = c.take()
-            for w in writes:
+            out = c.take()
+            for w in out.writes:
                 if self.hold_writes:
                     self.held.append(w)
                     continue
                 self._complete(w)
-            for r in replies:
-                assert r.token not in self.replies, f"second reply for token {r.token}"
-                self.replies[r.token] = r.response
+            for r in out.replies:
+                r.deliver()
 
     def _complete(self, w: Any) -> None:
         if self.fail_writes:
@@ -131,11 +130,21 @@ class Harness:
             self._complete(w)
         self.pump()
 
+    def token(self) -> Token[Any]:
+        """A new request's token: its reply lands in ``replies`` under its id."""
+        n = next(self.tokens)
+
+        def deliver(response: Any) -> None:
+            assert n not in self.replies, f"second reply for token {n}"
+            self.replies[n] = response
+
+        return Token(n, deliver)
+
     def send(self, method: str, *args: Any) -> int:
-        token = next(self.tokens)
+        token = self.token()
         getattr(self.coord, method)(token, *args)
         self.pump()
-        return token
+        return token.id
 
     def result(self, token: int) -> Any:
         return self.replies.pop(token, PENDING)

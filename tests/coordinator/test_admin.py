@@ -6,8 +6,8 @@ from harness import Harness
 from test_classic import stable_pair
 from test_consumer_group import two_members_converged
 
-from gregor.coordinator.consumer_protocol import decode_assignment, subscribed_topics
-from gregor.coordinator.records import GroupMetadataKey, OffsetCommitKey
+from gregor.coordinator.group.consumer_protocol import decode_assignment, subscribed_topics
+from gregor.coordinator.group.records import GroupMetadataKey, OffsetCommitKey
 from gregor.protocol.errors import ErrorCode as E
 from gregor.protocol.messages.delete_groups import DeleteGroupsRequest
 from gregor.protocol.messages.describe_groups import DescribeGroupsRequest

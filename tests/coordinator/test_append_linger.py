@@ -12,8 +12,8 @@ import pytest
 from harness import PENDING, Harness
 
 from gregor.coordinator import CoordinatorConfig
-from gregor.coordinator.core import APPEND_MAX_BATCH_BYTES
-from gregor.coordinator.records import OffsetCommitKey
+from gregor.coordinator.group.config import APPEND_MAX_BATCH_BYTES
+from gregor.coordinator.group.records import OffsetCommitKey
 from gregor.protocol.errors import ErrorCode as E
 from gregor.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
 from gregor.protocol.records.batch import decode_batch

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from gregor.coordinator.assignors import MemberSpec, UnknownAssignorError, assign
+from gregor.coordinator.group.assignors import MemberSpec, UnknownAssignorError, assign
 
 T = uuid.UUID(int=1)
 U = uuid.UUID(int=2)

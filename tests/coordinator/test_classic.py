@@ -5,8 +5,8 @@ from __future__ import annotations
 from harness import PENDING, T0, Harness
 
 from gregor.coordinator import CoordinatorConfig
-from gregor.coordinator.classic import ClassicState
-from gregor.coordinator.records import GroupMetadataKey
+from gregor.coordinator.group.classic import ClassicState
+from gregor.coordinator.group.records import GroupMetadataKey
 from gregor.protocol.errors import ErrorCode as E
 from gregor.protocol.messages.leave_group import LeaveGroupRequest
 

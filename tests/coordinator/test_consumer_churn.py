@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from harness import Harness, Topics
 
-from gregor.coordinator.consumer_group import MemberState
+from gregor.coordinator.group.consumer_group import MemberState
 from gregor.protocol.errors import ErrorCode as E
 
 FOUR = [0, 1, 2, 3]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from harness import Harness
 
-from gregor.coordinator.consumer_group import MemberState
-from gregor.coordinator.records import (
+from gregor.coordinator.group.consumer_group import MemberState
+from gregor.coordinator.group.records import (
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
     CONSUMER_GROUP_MEMBER_METADATA,
     CONSUMER_GROUP_METADATA,

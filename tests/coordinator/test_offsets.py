@@ -8,8 +8,8 @@ from harness import PENDING, T0, Harness
 from test_classic import stable_pair
 
 from gregor.coordinator import CoordinatorConfig
-from gregor.coordinator.consumer_protocol import encode_subscription
-from gregor.coordinator.records import (
+from gregor.coordinator.group.consumer_protocol import encode_subscription
+from gregor.coordinator.group.records import (
     GroupMetadataKey,
     OffsetCommitKey,
     OffsetCommitValue,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gregor.coordinator.partitioning import java_string_hashcode, kafka_abs, partition_for
+from gregor.coordinator.common.partitioning import java_string_hashcode, kafka_abs, partition_for
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from gregor.coordinator.records import (
+from gregor.coordinator.group.records import (
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
     CONSUMER_GROUP_MEMBER_METADATA,
     CONSUMER_GROUP_METADATA,

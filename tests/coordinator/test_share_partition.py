@@ -6,11 +6,13 @@ share group assignor too."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
-from gregor.coordinator.share_coordinator import ReadResult, ShareCoordinator
-from gregor.coordinator.share_group import ShareGroups, assign
-from gregor.coordinator.share_partition import ACCEPT, GAP, REJECT, RELEASE, SharePartition
-from gregor.coordinator.share_state import (
+from gregor.coordinator import Token
+from gregor.coordinator.share.coordinator import ReadResult, ShareCoordinator
+from gregor.coordinator.share.group import ShareGroups, assign
+from gregor.coordinator.share.partition import ACCEPT, GAP, REJECT, RELEASE, SharePartition
+from gregor.coordinator.share.state import (
     ACKNOWLEDGED,
     ARCHIVED,
     AVAILABLE,
@@ -139,38 +141,43 @@ def test_share_state_records_round_trip() -> None:
 
 
 def drain(c: ShareCoordinator) -> list[object]:
-    writes, replies = c.take()
-    for w in writes:
+    out = c.take()
+    for w in out.writes:
         c.write_complete(w.id, 0)
-    _, more = c.take()
-    return [r.result for r in [*replies, *more]]
+    more = c.take()
+    return [r.response for r in [*out.replies, *more.replies]]
+
+
+def tok(n: int) -> Token[Any]:
+    """A request's token (``drain`` reads the replies from the outbox)."""
+    return Token(n, lambda _response: None)
 
 
 def test_the_share_coordinator_fences_old_leaders_and_state_epochs() -> None:
     c = ShareCoordinator(4, lambda: 0)
     key = ("g", uuid.uuid4(), 0)
     part = c.partition_of(key)
-    c.read("t0", key, 1)
+    c.read(tok(0), key, 1)
     assert drain(c) == [ReadResult(ErrorCode.NOT_COORDINATOR)]
     c.begin_load(part)
-    c.write("t1", key, 0, 1, 0, [])
+    c.write(tok(1), key, 0, 1, 0, [])
     assert drain(c) == [ErrorCode.COORDINATOR_LOAD_IN_PROGRESS]
     c.complete_load(part)
-    c.read("t2", key, 1)
+    c.read(tok(2), key, 1)
     assert drain(c) == [ReadResult(0)]  # never initialized: start -1
     c.write(
-        "t3", key, 0, 1, 10, [StateBatch(10, 12, ACKNOWLEDGED, 1), StateBatch(8, 9, ARCHIVED, 1)]
+        tok(3), key, 0, 1, 10, [StateBatch(10, 12, ACKNOWLEDGED, 1), StateBatch(8, 9, ARCHIVED, 1)]
     )
     assert drain(c) == [0]
-    c.read("t4", key, 2)  # a new leader: its epoch is recorded
+    c.read(tok(4), key, 2)  # a new leader: its epoch is recorded
     assert drain(c) == [ReadResult(0, 0, 2, 10, (StateBatch(10, 12, ACKNOWLEDGED, 1),))]
-    c.write("t5", key, 0, 1, 13, [])  # the old leader
+    c.write(tok(5), key, 0, 1, 13, [])  # the old leader
     assert drain(c) == [ErrorCode.FENCED_LEADER_EPOCH]
-    c.initialize("t6", key, 1, 0)  # an admin reset: state epoch 1
+    c.initialize(tok(6), key, 1, 0)  # an admin reset: state epoch 1
     assert drain(c) == [0]
-    c.write("t7", key, 0, 2, 13, [])
+    c.write(tok(7), key, 0, 2, 13, [])
     assert drain(c) == [ErrorCode.FENCED_STATE_EPOCH]
-    c.delete("t8", key)
+    c.delete(tok(8), key)
     assert drain(c) == [0] and key not in c.states
 
 

@@ -9,20 +9,21 @@ import pytest
 from harness import T0
 from txn_harness import TIMEOUT, TxnHarness
 
-from gregor.coordinator.transaction_coordinator import (
+from gregor.coordinator import Token
+from gregor.coordinator.txn.coordinator import (
     InitProducerIdResult,
     TxnCoordinatorConfig,
     TxnDescription,
     TxnListing,
 )
-from gregor.coordinator.transaction_records import (
+from gregor.coordinator.txn.records import (
     TxnLogValue,
     decode_key,
     decode_value,
     encode_key,
     encode_value,
 )
-from gregor.coordinator.transaction_state import TxnState
+from gregor.coordinator.txn.state import TxnState
 from gregor.protocol.errors import ErrorCode as E
 from gregor.protocol.records.batch import decode_batch
 
@@ -197,16 +198,17 @@ def test_pending_write_answers_concurrent_transactions() -> None:
     h = TxnHarness()
     pid, epoch = h.init("tx")[1:]
     h.hold_writes = True
-    token = next(h.tokens)
+    n = next(h.tokens)
+    token = Token(n, lambda code: h.replies.__setitem__(n, code))
     h.coord.add_partitions(token, "tx", pid, epoch, [("t", 0)])
     h.pump()
-    assert token not in h.replies
+    assert n not in h.replies
     assert h.add("tx", pid, epoch, ("t", 1)) == E.CONCURRENT_TRANSACTIONS
     assert h.end("tx", pid, epoch, True) == E.CONCURRENT_TRANSACTIONS
     assert h.init("tx").error_code == E.CONCURRENT_TRANSACTIONS
     h.hold_writes = False
     h.release()
-    assert h.replies.pop(token) == 0
+    assert h.replies.pop(n) == 0
     assert h.state("tx") is TxnState.ONGOING
 
 

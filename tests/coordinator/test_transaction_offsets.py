@@ -7,7 +7,7 @@ from typing import Any
 from harness import T0, Harness
 from test_offsets import _append_raw
 
-from gregor.coordinator.records import OffsetCommitKey, OffsetCommitValue
+from gregor.coordinator.group.records import OffsetCommitKey, OffsetCommitValue
 from gregor.protocol.errors import ErrorCode as E
 from gregor.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
 from gregor.protocol.records.control import build_control_batch

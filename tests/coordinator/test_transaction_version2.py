@@ -14,9 +14,9 @@ import pytest
 from harness import T0
 from txn_harness import TIMEOUT, TxnHarness
 
-from gregor.coordinator.transaction_coordinator import EndTxnResult, InitProducerIdResult
-from gregor.coordinator.transaction_records import TxnLogValue, encode_key, encode_value
-from gregor.coordinator.transaction_state import MAX_EPOCH, TxnState
+from gregor.coordinator.txn.coordinator import EndTxnResult, InitProducerIdResult
+from gregor.coordinator.txn.records import TxnLogValue, encode_key, encode_value
+from gregor.coordinator.txn.state import MAX_EPOCH, TxnState
 from gregor.protocol.errors import ErrorCode as E
 from gregor.protocol.records.batch import RecordBatchBuilder, decode_batch
 

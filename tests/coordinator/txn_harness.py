@@ -11,13 +11,14 @@ from typing import Any
 
 from harness import FakeClock
 
-from gregor.coordinator.transaction_coordinator import (
+from gregor.coordinator import Token
+from gregor.coordinator.txn.coordinator import (
     InitProducerIdResult,
     TransactionCoordinator,
     TxnCoordinatorConfig,
 )
-from gregor.coordinator.transaction_records import TxnLogValue, decode_key, decode_value
-from gregor.coordinator.transaction_state import TxnState
+from gregor.coordinator.txn.records import TxnLogValue, decode_key, decode_value
+from gregor.coordinator.txn.state import TxnState
 from gregor.protocol.records.batch import decode_batch
 
 PENDING = object()
@@ -61,13 +62,13 @@ class TxnHarness:
     def pump(self) -> None:
         c = self.coord
         while c.has_output:
-            writes, markers, replies = c.take()
-            for w in writes:
+            out = c.take()
+            for w in out.writes:
                 if self.hold_writes:
                     self.held.append(w)
                 else:
                     self._complete(w)
-            for m in markers:
+            for m in out.effects:
                 results = {}
                 for tp in m.partitions:
                     queued = self.marker_errors.get(tp)
@@ -85,9 +86,8 @@ class TxnHarness:
                         )
                     results[tp] = code
                 c.markers_complete(m.id, results)
-            for r in replies:
-                assert r.token not in self.replies
-                self.replies[r.token] = r.result
+            for r in out.replies:
+                r.deliver()
 
     def _complete(self, w: Any) -> None:
         if self.fail_writes:
@@ -103,10 +103,15 @@ class TxnHarness:
         self.pump()
 
     def call(self, method: str, *args: Any) -> Any:
-        token = next(self.tokens)
-        getattr(self.coord, method)(token, *args)
+        n = next(self.tokens)
+
+        def deliver(response: Any) -> None:
+            assert n not in self.replies
+            self.replies[n] = response
+
+        getattr(self.coord, method)(Token(n, deliver), *args)
         self.pump()
-        return self.replies.pop(token, PENDING)
+        return self.replies.pop(n, PENDING)
 
     def init(
         self, tid: str, timeout: int = TIMEOUT, pid: int = -1, epoch: int = -1

@@ -73,8 +73,8 @@ from gregor.cluster.image import (
 )
 from gregor.cluster.store import MetadataStore, open_metadata_store
 from gregor.coordinator import CoordinatorConfig
-from gregor.coordinator.share_group import ShareGroups
-from gregor.coordinator.transaction_coordinator import TxnCoordinatorConfig
+from gregor.coordinator.share.group import ShareGroups
+from gregor.coordinator.txn.coordinator import TxnCoordinatorConfig
 from gregor.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 from gregor.protocol.messages.controlled_shutdown import ControlledShutdownRequest
 from gregor.security.authorizer import AclAuthorizer, parse_super_users

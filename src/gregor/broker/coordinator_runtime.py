@@ -26,8 +26,13 @@ the broker's event loop so the coordinator's state has one owner:
   ``unload`` or a newer load overtook does not finish: the partition stays as the newer call
   left it.
 
-Subclasses adapt one coordinator: how to drain its outbox (``_drain``), complete its writes
-(``_write_complete``) and finish a load (``_complete_load``).
+The seam is typed and the same for every coordinator (``gregor.coordinator.common``): a
+coordinator's request method takes a ``Token[T]`` first and answers it with a ``T``, so
+``call(method, *args)`` returns that ``T`` with no cast; ``take()`` hands over one ``Output``
+of writes, replies and effects (the transaction coordinator's marker requests, given to the
+``on_effect`` callback; none for the others); ``write_complete`` and ``complete_load`` have one
+signature. The services (``GroupService``, ``TxnService``, ``ShareService``) add typed request
+methods and nothing to the pump.
 """
 
 from __future__ import annotations
@@ -36,14 +41,14 @@ import asyncio
 import itertools
 import logging
 import time
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from gregor.broker.errors import code_of
 from gregor.broker.events import log_event
 from gregor.cluster.image import MetadataImage
+from gregor.coordinator.common.outbox import Output, Reply, Token, Write
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.storage.log import Log
 from gregor.storage.log_info import LogAppendInfo
@@ -68,11 +73,22 @@ class PartitionWriter(Protocol):
     def local_log(self, topic: str, index: int) -> Log | None: ...
 
 
-class Shard(Protocol):
-    """What the runtime needs of a coordinator state machine."""
+T = TypeVar("T")
+P = ParamSpec("P")
+E = TypeVar("E")
+
+
+class ShardState(Protocol):
+    """What the runtime needs of a coordinator state machine, its outbox aside."""
 
     @property
     def has_output(self) -> bool: ...
+
+    def write_complete(self, write_id: int, error_code: int, base_offset: int = -1) -> None: ...
+
+    def complete_load(self, partition: int, leader_epoch: int) -> None:
+        """The partition is replayed to its end at this leader epoch: serve its keys."""
+        ...
 
     def next_deadline(self) -> int | None: ...
 
@@ -89,10 +105,10 @@ class Shard(Protocol):
         ...
 
 
-class InternalWrite(NamedTuple):
-    id: int
-    partition: int
-    batch: bytes
+class Shard(ShardState, Protocol[E]):
+    """A coordinator state machine whose outbox holds effects of type ``E``."""
+
+    def take(self) -> Output[E]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,23 +128,34 @@ class TopicCreator(Protocol):
     def exists(self, topic: str) -> bool: ...
 
 
-class CoordinatorRuntime(ABC):
+class CoordinatorRuntime:
     def __init__(
         self,
         name: str,
-        shard: Shard,
+        shard: Shard[E],
         topic: InternalTopic,
         writer: PartitionWriter,
         creator: TopicCreator,
         clock: Callable[[], int] = wall_clock_ms,
+        on_effect: Callable[[E], None] | None = None,
     ) -> None:
         self.name = name
-        self.shard = shard
+        self.shard: ShardState = shard
+
+        def take() -> tuple[list[Write], list[Reply]]:
+            """One ``take()`` of the outbox: effects go to ``on_effect`` at once (they come
+            before the writes, as the coordinator made them), writes and replies back."""
+            out = shard.take()
+            if on_effect is not None:
+                for effect in out.effects:
+                    on_effect(effect)
+            return out.writes, out.replies
+
+        self._take = take
         self.topic = topic
         self.writer = writer
         self.creator = creator
         self.clock = clock
-        self._futures: dict[int, asyncio.Future[Any]] = {}
         self._tokens = itertools.count(1)
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline: int | None = None
@@ -145,19 +172,6 @@ class CoordinatorRuntime(ABC):
         topic (-1: none now, or the topic does not exist yet)."""
         p = image.partition(self.topic.name, self.shard.partition_for(key))
         return p.leader if p is not None else -1
-
-    # --- adapters ---
-
-    @abstractmethod
-    def _drain(self) -> tuple[list[InternalWrite], list[tuple[Any, Any]]]:
-        """Take the shard's outbox: writes and (token, result) replies. Other outputs
-        (transaction markers) are handled here by the subclass."""
-
-    @abstractmethod
-    def _write_complete(self, write_id: int, error: int, base_offset: int) -> None: ...
-
-    @abstractmethod
-    def _complete_load(self, partition: int, leader_epoch: int) -> None: ...
 
     # --- lifecycle ---
 
@@ -192,7 +206,7 @@ class CoordinatorRuntime(ABC):
         for p, (epoch, number) in fresh.items():
             plog = self.writer.local_log(self.topic.name, p)
             if plog is None or plog.log_end_offset == plog.log_start_offset:
-                self._complete_load(p, epoch)
+                self.shard.complete_load(p, epoch)
             else:
                 later[p] = (epoch, number)
         self.pump()
@@ -226,7 +240,7 @@ class CoordinatorRuntime(ABC):
                     except Exception:  # noqa: BLE001 - one bad batch must not stop the load
                         log.exception("could not replay a batch of %s-%d", self.topic.name, p)
                     batches += 1
-            self._complete_load(p, epoch)
+            self.shard.complete_load(p, epoch)
             self.pump()
             await asyncio.sleep(0)
         log_event(
@@ -264,21 +278,27 @@ class CoordinatorRuntime(ABC):
 
     # --- requests ---
 
-    async def call(self, method: Callable[..., None], *args: Any) -> Any:
-        """Run a coordinator request method (its first argument is the token) and wait for
-        its reply."""
+    async def call(
+        self,
+        method: Callable[Concatenate[Token[T], P], None],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """Run a coordinator request method (its first argument is the token, typed by the
+        answer) and wait for its reply."""
         await self.ensure_topic()
-        token = next(self._tokens)
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._futures[token] = fut
+        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+        def deliver(response: T) -> None:
+            if not fut.done():
+                fut.set_result(response)
+
+        token = Token(next(self._tokens), deliver)
         try:
-            method(token, *args)
+            method(token, *args, **kwargs)
         finally:
             self.pump()
-        try:
-            return await fut
-        finally:
-            self._futures.pop(token, None)
+        return await fut
 
     # --- the pump ---
 
@@ -291,20 +311,18 @@ class CoordinatorRuntime(ABC):
             while True:
                 self._pump_again = False
                 while self.shard.has_output:
-                    writes, replies = self._drain()
+                    writes, replies = self._take()
                     for w in writes:
                         self._append(w)
-                    for token, result in replies:
-                        fut = self._futures.pop(token, None)
-                        if fut is not None and not fut.done():
-                            fut.set_result(result)
+                    for reply in replies:
+                        reply.deliver()
                 if not self._pump_again:
                     break
         finally:
             self._pumping = False
         self._reschedule()
 
-    def _append(self, w: InternalWrite) -> None:
+    def _append(self, w: Write) -> None:
         topic = self.topic.name
         try:
             info = self.writer.append_internal(
@@ -320,16 +338,16 @@ class CoordinatorRuntime(ABC):
                 partition=w.partition,
                 error=str(e),
             )
-            self._write_complete(w.id, code, -1)
+            self.shard.write_complete(w.id, code, -1)
             return
 
         def done(fut: asyncio.Future[None]) -> None:
             exc = None if fut.cancelled() else fut.exception()
             if fut.cancelled() or exc is not None:
                 code = ErrorCode.REQUEST_TIMED_OUT if exc is None else code_of(exc)
-                self._write_complete(w.id, code, -1)
+                self.shard.write_complete(w.id, code, -1)
             else:
-                self._write_complete(w.id, 0, info.first_offset)
+                self.shard.write_complete(w.id, 0, info.first_offset)
 
         def done_later(fut: asyncio.Future[None]) -> None:
             done(fut)

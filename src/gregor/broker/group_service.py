@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any, cast
 
 from gregor.broker.coordinator_runtime import (
     CoordinatorRuntime,
     InternalTopic,
-    InternalWrite,
     PartitionWriter,
     TopicCreator,
     wall_clock_ms,
@@ -102,20 +100,6 @@ class GroupService(CoordinatorRuntime):
         # producer's id and epoch but no sequence of their own; the epoch is still checked.
         super().__init__("groups", self.coordinator, topic, writer, creator, clock)
 
-    # --- runtime adapters ---
-
-    def _drain(self) -> tuple[list[InternalWrite], list[tuple[Any, Any]]]:
-        writes, replies = self.coordinator.take()
-        return [InternalWrite(w.id, w.partition, w.batch) for w in writes], [
-            (r.token, r.response) for r in replies
-        ]
-
-    def _write_complete(self, write_id: int, error: int, base_offset: int) -> None:
-        self.coordinator.write_complete(write_id, error, base_offset)
-
-    def _complete_load(self, partition: int, leader_epoch: int) -> None:
-        self.coordinator.complete_load(partition)
-
     def set_partition_count(self, count: int) -> None:
         """Groups hash over the partitions ``__consumer_offsets`` has, whatever the config
         says now."""
@@ -156,52 +140,44 @@ class GroupService(CoordinatorRuntime):
         self, req: JoinGroupRequest, version: int, client_id: str | None, client_host: str
     ) -> JoinGroupResponse:
         c = self.coordinator
-        return cast(
-            JoinGroupResponse, await self.call(c.join_group, req, version, client_id, client_host)
-        )
+        return await self.call(c.join_group, req, version, client_id, client_host)
 
     async def sync_group(self, req: SyncGroupRequest, version: int) -> SyncGroupResponse:
-        return cast(SyncGroupResponse, await self.call(self.coordinator.sync_group, req, version))
+        return await self.call(self.coordinator.sync_group, req, version)
 
     async def heartbeat(self, req: HeartbeatRequest, version: int) -> HeartbeatResponse:
-        return cast(HeartbeatResponse, await self.call(self.coordinator.heartbeat, req, version))
+        return await self.call(self.coordinator.heartbeat, req, version)
 
     async def leave_group(self, req: LeaveGroupRequest, version: int) -> LeaveGroupResponse:
-        return cast(LeaveGroupResponse, await self.call(self.coordinator.leave_group, req, version))
+        return await self.call(self.coordinator.leave_group, req, version)
 
     async def offset_commit(self, req: OffsetCommitRequest, version: int) -> OffsetCommitResponse:
-        return cast(
-            OffsetCommitResponse, await self.call(self.coordinator.offset_commit, req, version)
-        )
+        return await self.call(self.coordinator.offset_commit, req, version)
 
     async def offset_fetch(self, req: OffsetFetchRequest, version: int) -> OffsetFetchResponse:
-        return cast(
-            OffsetFetchResponse, await self.call(self.coordinator.offset_fetch, req, version)
-        )
+        return await self.call(self.coordinator.offset_fetch, req, version)
 
     async def offset_delete(self, req: OffsetDeleteRequest, version: int) -> OffsetDeleteResponse:
-        return cast(
-            OffsetDeleteResponse, await self.call(self.coordinator.offset_delete, req, version)
-        )
+        return await self.call(self.coordinator.offset_delete, req, version)
 
     async def txn_offset_commit(
         self, req: TxnOffsetCommitRequest, version: int
     ) -> TxnOffsetCommitResponse:
         c = self.coordinator
-        return cast(TxnOffsetCommitResponse, await self.call(c.txn_offset_commit, req, version))
+        return await self.call(c.txn_offset_commit, req, version)
 
     async def describe_groups(
         self, req: DescribeGroupsRequest, version: int
     ) -> DescribeGroupsResponse:
         c = self.coordinator
-        return cast(DescribeGroupsResponse, await self.call(c.describe_groups, req, version))
+        return await self.call(c.describe_groups, req, version)
 
     async def list_groups(self, req: ListGroupsRequest, version: int) -> ListGroupsResponse:
-        return cast(ListGroupsResponse, await self.call(self.coordinator.list_groups, req, version))
+        return await self.call(self.coordinator.list_groups, req, version)
 
     async def delete_groups(self, req: DeleteGroupsRequest, version: int) -> DeleteGroupsResponse:
         c = self.coordinator
-        return cast(DeleteGroupsResponse, await self.call(c.delete_groups, req, version))
+        return await self.call(c.delete_groups, req, version)
 
     async def consumer_group_heartbeat(
         self,
@@ -211,13 +187,10 @@ class GroupService(CoordinatorRuntime):
         client_host: str,
     ) -> ConsumerGroupHeartbeatResponse:
         c = self.coordinator
-        result = await self.call(c.consumer_group_heartbeat, req, version, client_id, client_host)
-        return cast(ConsumerGroupHeartbeatResponse, result)
+        return await self.call(c.consumer_group_heartbeat, req, version, client_id, client_host)
 
     async def consumer_group_describe(
         self, req: ConsumerGroupDescribeRequest, version: int
     ) -> ConsumerGroupDescribeResponse:
         c = self.coordinator
-        return cast(
-            ConsumerGroupDescribeResponse, await self.call(c.consumer_group_describe, req, version)
-        )
+        return await self.call(c.consumer_group_describe, req, version)

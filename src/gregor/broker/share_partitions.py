@@ -2,7 +2,7 @@
 acknowledgements, lock timeouts, share sessions, and persisting through the share coordinator.
 
 Theory of operation. For each (share group, topic partition) this broker leads and a member
-fetches from, a ``SharePartition`` (``gregor.coordinator.share_partition``) tracks the
+fetches from, a ``SharePartition`` (``gregor.coordinator.share.partition``) tracks the
 in-flight records. It is built on first use: its state is read from the share coordinator
 (``SharePersister``) with this broker's leader epoch, which fences the previous leader; a
 partition the group never used starts at the log end or the log start
@@ -35,8 +35,8 @@ from gregor.broker.partition import READ_COMMITTED, READ_UNCOMMITTED
 from gregor.broker.replica_manager import ReplicaManager
 from gregor.broker.share_service import SharePersister
 from gregor.cluster.image import MetadataImage
-from gregor.coordinator.share_partition import SharePartition
-from gregor.coordinator.share_state import ACKNOWLEDGED, ARCHIVED
+from gregor.coordinator.share.partition import SharePartition
+from gregor.coordinator.share.state import ACKNOWLEDGED, ARCHIVED
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.records.header import iter_batches
 

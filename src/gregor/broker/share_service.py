@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from gregor.broker.coordinator_runtime import (
     CoordinatorRuntime,
     InternalTopic,
-    InternalWrite,
     PartitionWriter,
     TopicCreator,
     wall_clock_ms,
@@ -25,8 +24,8 @@ from gregor.broker.coordinator_runtime import (
 from gregor.broker.inter_broker import BrokerChannels
 from gregor.broker.topics import SHARE_STATE_TOPIC
 from gregor.cluster.image import MetadataImage
-from gregor.coordinator.share_coordinator import ReadResult, ShareCoordinator, share_key_text
-from gregor.coordinator.share_state import ShareKey, StateBatch
+from gregor.coordinator.share.coordinator import ReadResult, ShareCoordinator, share_key_text
+from gregor.coordinator.share.state import ShareKey, StateBatch
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages.delete_share_group_state import DeleteShareGroupStateRequest
 from gregor.protocol.messages.initialize_share_group_state import InitializeShareGroupStateRequest
@@ -75,26 +74,13 @@ class ShareService(CoordinatorRuntime):
         )
         super().__init__("share", self.coordinator, topic, writer, creator, clock)
 
-    def _drain(self) -> tuple[list[InternalWrite], list[tuple[Any, Any]]]:
-        writes, replies = self.coordinator.take()
-        return [InternalWrite(w.id, w.partition, w.batch) for w in writes], [
-            (r.token, r.result) for r in replies
-        ]
-
-    def _write_complete(self, write_id: int, error: int, base_offset: int) -> None:
-        self.coordinator.write_complete(write_id, error)
-
-    def _complete_load(self, partition: int, leader_epoch: int) -> None:
-        self.coordinator.complete_load(partition)
-
     # --- the state APIs ---
 
     async def initialize(self, key: ShareKey, state_epoch: int, start_offset: int) -> int:
-        return int(await self.call(self.coordinator.initialize, key, state_epoch, start_offset))
+        return await self.call(self.coordinator.initialize, key, state_epoch, start_offset)
 
     async def read(self, key: ShareKey, leader_epoch: int, summary: bool = False) -> ReadResult:
-        result: ReadResult = await self.call(self.coordinator.read, key, leader_epoch, summary)
-        return result
+        return await self.call(self.coordinator.read, key, leader_epoch, summary)
 
     async def write(
         self,
@@ -104,14 +90,12 @@ class ShareService(CoordinatorRuntime):
         start_offset: int,
         batches: Sequence[StateBatch],
     ) -> int:
-        return int(
-            await self.call(
-                self.coordinator.write, key, state_epoch, leader_epoch, start_offset, list(batches)
-            )
+        return await self.call(
+            self.coordinator.write, key, state_epoch, leader_epoch, start_offset, list(batches)
         )
 
     async def delete(self, key: ShareKey) -> int:
-        return int(await self.call(self.coordinator.delete, key))
+        return await self.call(self.coordinator.delete, key)
 
 
 class SharePersister:

@@ -16,7 +16,7 @@ import logging
 
 from gregor.broker.share_partitions import SharePartitions
 from gregor.broker.share_service import ShareService
-from gregor.coordinator.share_group import HeartbeatResult, ShareGroups
+from gregor.coordinator.share.group import HeartbeatResult, ShareGroups
 
 log = logging.getLogger("gregor.broker.share")
 

@@ -29,12 +29,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, cast
 
 from gregor.broker.coordinator_runtime import (
     CoordinatorRuntime,
     InternalTopic,
-    InternalWrite,
     PartitionWriter,
     TopicCreator,
     wall_clock_ms,
@@ -42,7 +40,7 @@ from gregor.broker.coordinator_runtime import (
 from gregor.broker.inter_broker import TxnRouting
 from gregor.broker.producer_ids import ProducerIdManager
 from gregor.broker.topics import TXN_TOPIC
-from gregor.coordinator.transaction_coordinator import (
+from gregor.coordinator.txn.coordinator import (
     EndTxnResult,
     InitProducerIdResult,
     MarkerWrite,
@@ -51,7 +49,7 @@ from gregor.coordinator.transaction_coordinator import (
     TxnDescription,
     TxnListing,
 )
-from gregor.coordinator.transaction_types import TxnOperation
+from gregor.coordinator.txn.types import TxnOperation
 from gregor.protocol.errors import ErrorCode
 from gregor.storage.producer_state import AppendOrigin
 
@@ -112,24 +110,17 @@ class TxnService(CoordinatorRuntime):
             TXN_TOPIC_CONFIGS,
             AppendOrigin.CLIENT,
         )
-        super().__init__("transactions", self.coordinator, topic, writer, creator, clock)
+        super().__init__(
+            "transactions",
+            self.coordinator,
+            topic,
+            writer,
+            creator,
+            clock,
+            on_effect=self._write_markers,
+        )
 
-    # --- runtime adapters ---
-
-    def _drain(self) -> tuple[list[InternalWrite], list[tuple[Any, Any]]]:
-        writes, markers, replies = self.coordinator.take()
-        for m in markers:
-            self._write_markers(m)
-        return [InternalWrite(w.id, w.partition, w.batch) for w in writes], [
-            (r.token, r.result) for r in replies
-        ]
-
-    def _write_complete(self, write_id: int, error: int, base_offset: int) -> None:
-        self.coordinator.write_complete(write_id, error)
-
-    def _complete_load(self, partition: int, leader_epoch: int) -> None:
-        # The coordinator epoch is the leader epoch of the __transaction_state partition.
-        self.coordinator.complete_load(partition, max(leader_epoch, 0))
+    # --- the marker requests in the coordinator's outbox ---
 
     def _write_markers(self, m: MarkerWrite) -> None:
         routing = self.routing
@@ -191,10 +182,9 @@ class TxnService(CoordinatorRuntime):
     ) -> InitProducerIdResult:
         await self.producer_ids.reserve(2)
         c = self.coordinator
-        result = await self.call(
+        return await self.call(
             c.init_producer_id, transactional_id, timeout_ms, producer_id, producer_epoch
         )
-        return cast(InitProducerIdResult, result)
 
     async def add_partitions(
         self,
@@ -226,7 +216,7 @@ class TxnService(CoordinatorRuntime):
         if client_transaction_version >= 2:
             await self.producer_ids.reserve(1)  # the epoch bump may exhaust the epoch
         c = self.coordinator
-        result = await self.call(
+        return await self.call(
             c.end_txn,
             transactional_id,
             producer_id,
@@ -234,7 +224,6 @@ class TxnService(CoordinatorRuntime):
             commit,
             client_transaction_version,
         )
-        return cast(EndTxnResult, result)
 
     async def verify(
         self,

@@ -21,7 +21,7 @@ from gregor.broker.handlers.leader_hints import LeaderHints
 from gregor.broker.handlers.registry import handles
 from gregor.broker.replication.replica_manager import ProduceResult
 from gregor.broker.state import RequestContext
-from gregor.coordinator.transaction_types import TxnOperation
+from gregor.coordinator.txn.types import TxnOperation
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.messages.produce import ProduceRequest, ProduceResponse

@@ -27,7 +27,7 @@ from gregor.broker.handlers.authz import (
 from gregor.broker.handlers.registry import handles
 from gregor.broker.share_partitions import AckBatch, TopicPartition
 from gregor.broker.state import RequestContext
-from gregor.coordinator.share_state import ShareKey, StateBatch
+from gregor.coordinator.share.state import ShareKey, StateBatch
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.messages.alter_share_group_offsets import (
     AlterShareGroupOffsetsRequest,

@@ -39,7 +39,7 @@ from gregor.broker.handlers.authz import (
 )
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import RequestContext
-from gregor.coordinator.transaction_types import TxnOperation
+from gregor.coordinator.txn.types import TxnOperation
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages.add_offsets_to_txn import (
     AddOffsetsToTxnRequest,

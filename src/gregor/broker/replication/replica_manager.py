@@ -45,7 +45,7 @@ from gregor.broker.common.file_send import SendableRegion
 from gregor.broker.common.topics import INTERNAL_TOPICS
 from gregor.broker.replication.partition import Partition
 from gregor.cluster.image import MetadataImage
-from gregor.coordinator.transaction_types import TxnOperation
+from gregor.coordinator.txn.types import TxnOperation
 from gregor.protocol.errors import (
     CorruptMessageError,
     ErrorCode,

@@ -6,18 +6,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gregor.coordinator.transaction_coordinator import TransactionCoordinator
-from gregor.coordinator.transaction_state import TxnMetadata
+from gregor.coordinator.txn.commit import TxnCommits
+from gregor.coordinator.txn.state import TxnMetadata
 
 DESCRIPTION = "the coordinator applies an EndTxn from an older producer epoch"
 NEMESIS = ("hold", "crash")
 
 
 def inject() -> None:
-    end = TransactionCoordinator._end
+    end = TxnCommits._end
 
     def end_any_epoch(
-        self: TransactionCoordinator,
+        self: TxnCommits,
         md: TxnMetadata,
         producer_id: int,
         producer_epoch: int,
@@ -29,4 +29,4 @@ def inject() -> None:
             producer_epoch = md.producer_epoch
         end(self, md, producer_id, producer_epoch, commit, from_client, done)
 
-    TransactionCoordinator._end = end_any_epoch  # type: ignore[method-assign]
+    TxnCommits._end = end_any_epoch  # type: ignore[method-assign]

@@ -4,7 +4,7 @@ consumer that seeks back to its committed offsets after the abort skips what it 
 
 from __future__ import annotations
 
-from gregor.coordinator.offsets import OffsetAndMetadata, OffsetStore, TopicPartition
+from gregor.coordinator.group.offsets import OffsetAndMetadata, OffsetStore, TopicPartition
 
 DESCRIPTION = "transactional offsets committed outside their transaction"
 NEMESIS = ()

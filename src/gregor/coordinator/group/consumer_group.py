@@ -18,7 +18,7 @@ once no other member owns them (UNRELEASED_PARTITIONS until then). ``owners`` ma
 lookup.
 
 This module holds the data and the reconciliation rule; heartbeat handling, timers and
-persistence live in ``coordinator.consumer_ops``.
+persistence live in ``coordinator.group.consumer_ops`` and ``consumer_records``.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import uuid
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from gregor.coordinator.assignors import Assignment
-from gregor.coordinator.offsets import OffsetStore
+from gregor.coordinator.group.assignors import Assignment
+from gregor.coordinator.group.offsets import OffsetStore
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2

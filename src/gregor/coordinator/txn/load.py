@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
-from gregor.coordinator.transaction_records import decode_key, decode_value
-from gregor.coordinator.transaction_state import TxnMetadata, TxnState
+from gregor.coordinator.txn.records import decode_key, decode_value
+from gregor.coordinator.txn.state import TxnMetadata, TxnState
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.records.batch import decode_batch
 from gregor.protocol.records.header import iter_batches

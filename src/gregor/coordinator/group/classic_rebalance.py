@@ -1,21 +1,21 @@
 """The classic group protocol's rebalance machinery, under the request handlers of
-``coordinator.classic_ops``: response builders, preparing and completing a rebalance (the
+``coordinator.group.classic_ops``: response builders, preparing and completing a rebalance (the
 join timer, the initial rebalance delay, pending SyncGroup expiry), handing out and storing
 assignments, member removal, and session (heartbeat) expiry.
 
-The rules follow Kafka's classic group coordinator; see ``coordinator.classic`` for the state
+The rules follow Kafka's classic group coordinator; see ``coordinator.group.classic`` for the state
 diagram.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
 
-from gregor.coordinator.classic import ClassicGroup, ClassicMember, ClassicState
-from gregor.coordinator.core import CoordinatorCore
-from gregor.coordinator.events import log_event
-from gregor.coordinator.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
+from gregor.coordinator.common.events import log_event
+from gregor.coordinator.common.outbox import WriteCallback
+from gregor.coordinator.group.classic import ClassicGroup, ClassicMember, ClassicState
+from gregor.coordinator.group.core import GroupCore
+from gregor.coordinator.group.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.messages.join_group import JoinGroupResponse
 from gregor.protocol.messages.sync_group import SyncGroupResponse
@@ -24,7 +24,12 @@ S = ClassicState
 log = logging.getLogger("gregor.coordinator")
 
 
-class ClassicRebalance(CoordinatorCore):
+class ClassicRebalance:
+    """The rebalance machinery of the classic groups (``ClassicGroups`` adds the requests)."""
+
+    def __init__(self, core: GroupCore) -> None:
+        self.core = core
+
     # --- response builders ---
 
     @staticmethod
@@ -36,7 +41,7 @@ class ClassicRebalance(CoordinatorCore):
         protocol_type: str | None = None,
         protocol_name: str | None = None,
         leader: str = "",
-        members: list[Any] | None = None,
+        members: list[JoinGroupResponse.Members] | None = None,
         skip_assignment: bool = False,
     ) -> JoinGroupResponse:
         if version < 7 and protocol_name is None:
@@ -68,7 +73,7 @@ class ClassicRebalance(CoordinatorCore):
             assignment=assignment,
         )
 
-    def _member_list(self, group: ClassicGroup) -> list[Any]:
+    def _member_list(self, group: ClassicGroup) -> list[JoinGroupResponse.Members]:
         return [
             JoinGroupResponse.Members(
                 member_id=m.member_id,
@@ -102,9 +107,9 @@ class ClassicRebalance(CoordinatorCore):
     def _prepare_rebalance(self, group: ClassicGroup) -> None:
         if group.is_(S.COMPLETING_REBALANCE):
             self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
-        self.timers.cancel(("sync", group.group_id))
+        self.core.timers.cancel(("sync", group.group_id))
         group.pending_sync.clear()
-        now = self.clock()
+        now = self.core.clock()
         initial = group.is_(S.EMPTY)
         group.transition(S.PREPARING_REBALANCE, now)
         gid = group.group_id
@@ -116,15 +121,15 @@ class ClassicRebalance(CoordinatorCore):
             members=len(group.members),
         )
         if initial:
-            delay = self.config.initial_rebalance_delay_ms
+            delay = self.core.config.initial_rebalance_delay_ms
             group.initial_delay_remaining_ms = max(group.rebalance_timeout_ms() - delay, 0)
             group.new_member_added = False
-            self.timers.schedule(
+            self.core.timers.schedule(
                 ("join", gid), now + delay, lambda: self._on_initial_delay(group, delay)
             )
         else:
             group.initial_delay_remaining_ms = -1
-            self.timers.schedule(
+            self.core.timers.schedule(
                 ("join", gid),
                 now + group.rebalance_timeout_ms(),
                 lambda: self._complete_join(group),
@@ -135,11 +140,11 @@ class ClassicRebalance(CoordinatorCore):
         remaining = group.initial_delay_remaining_ms
         if group.new_member_added and remaining > 0:
             group.new_member_added = False
-            delay = min(self.config.initial_rebalance_delay_ms, remaining)
+            delay = min(self.core.config.initial_rebalance_delay_ms, remaining)
             group.initial_delay_remaining_ms = max(remaining - delay, 0)
-            self.timers.schedule(
+            self.core.timers.schedule(
                 ("join", group.group_id),
-                self.clock() + delay,
+                self.core.clock() + delay,
                 lambda: self._on_initial_delay(group, delay),
             )
         else:
@@ -155,17 +160,17 @@ class ClassicRebalance(CoordinatorCore):
 
     def _complete_join(self, group: ClassicGroup) -> None:
         gid = group.group_id
-        if self.groups.get(gid) is not group or not group.is_(S.PREPARING_REBALANCE):
+        if self.core.groups.get(gid) is not group or not group.is_(S.PREPARING_REBALANCE):
             return
-        self.timers.cancel(("join", gid))
+        self.core.timers.cancel(("join", gid))
         group.initial_delay_remaining_ms = -1
         for m in group.not_yet_rejoined():
             if not m.is_static:
                 self._remove_member(group, m.member_id, "not rejoined")
-        now = self.clock()
+        now = self.core.clock()
         if group.members and not group.maybe_elect_new_joined_leader():
             # Nobody rejoined: wait another round for session expiry to clear them out.
-            self.timers.schedule(
+            self.core.timers.schedule(
                 ("join", gid),
                 now + group.rebalance_timeout_ms(),
                 lambda: self._complete_join(group),
@@ -186,14 +191,14 @@ class ClassicRebalance(CoordinatorCore):
             group.transition(S.COMPLETING_REBALANCE, now)
             group.pending_sync = set(group.members)
             generation = group.generation_id
-            self.timers.schedule(
+            self.core.timers.schedule(
                 ("sync", gid),
                 now + group.rebalance_timeout_ms(),
                 lambda: self._expire_pending_sync(group, generation),
             )
             for m in group.members.values():
                 if m.join_token is not None:
-                    self.reply(
+                    self.core.reply(
                         m.join_token,
                         self._current_join_response(
                             group, m, m.join_version, m.member_id == group.leader_id
@@ -209,7 +214,7 @@ class ClassicRebalance(CoordinatorCore):
             self.store_group(group, None)
 
     def _expire_pending_sync(self, group: ClassicGroup, generation: int) -> None:
-        if self.groups.get(group.group_id) is not group or generation != group.generation_id:
+        if self.core.groups.get(group.group_id) is not group or generation != group.generation_id:
             return
         if group.state not in (S.COMPLETING_REBALANCE, S.STABLE) or not group.pending_sync:
             return
@@ -222,17 +227,17 @@ class ClassicRebalance(CoordinatorCore):
         for m in group.members.values():
             m.assignment = b""
             if m.sync_token is not None:
-                self.reply(m.sync_token, self.sync_response(error))
+                self.core.reply(m.sync_token, self.sync_response(error))
                 m.sync_token = None
 
     def _set_and_propagate_assignment(
         self, group: ClassicGroup, assignment: dict[str, bytes]
     ) -> None:
-        now = self.clock()
+        now = self.core.clock()
         for m in group.members.values():
             m.assignment = assignment.get(m.member_id, b"")
             if m.sync_token is not None:
-                self.reply(
+                self.core.reply(
                     m.sync_token,
                     self.sync_response(0, m.assignment, group.protocol_type, group.protocol_name),
                 )
@@ -264,10 +269,13 @@ class ClassicRebalance(CoordinatorCore):
         )
 
     def store_group(
-        self, group: ClassicGroup, on_done: Any, assignment: dict[str, bytes] | None = None
+        self,
+        group: ClassicGroup,
+        on_done: WriteCallback | None,
+        assignment: dict[str, bytes] | None = None,
     ) -> None:
         value = self.group_metadata_value(group, assignment)
-        self.write(group.group_id, [(GroupMetadataKey(group.group_id), value)], on_done)
+        self.core.write(group.group_id, [(GroupMetadataKey(group.group_id), value)], on_done)
 
     # --- member removal and expiry ---
 
@@ -275,13 +283,13 @@ class ClassicRebalance(CoordinatorCore):
         self, group: ClassicGroup, member_id: str, reason: str
     ) -> ClassicMember | None:
         member = group.remove(member_id)
-        self.timers.cancel(("hb", group.group_id, member_id))
+        self.core.timers.cancel(("hb", group.group_id, member_id))
         if member is not None:
             log_event(
                 log, "group.member_removed", group=group.group_id, member=member_id, reason=reason
             )
             if member.join_token is not None:
-                self.reply(
+                self.core.reply(
                     member.join_token,
                     self.join_response(
                         member.join_version, ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id
@@ -289,7 +297,7 @@ class ClassicRebalance(CoordinatorCore):
                 )
                 member.join_token = None
             if member.sync_token is not None:
-                self.reply(member.sync_token, self.sync_response(ErrorCode.UNKNOWN_MEMBER_ID))
+                self.core.reply(member.sync_token, self.sync_response(ErrorCode.UNKNOWN_MEMBER_ID))
                 member.sync_token = None
         return member
 
@@ -303,7 +311,7 @@ class ClassicRebalance(CoordinatorCore):
             self._try_complete_join(group)
 
     def _expire_pending_member(self, group_id: str, member_id: str) -> None:
-        group = self.groups.get(group_id)
+        group = self.core.groups.get(group_id)
         if isinstance(group, ClassicGroup) and member_id in group.pending_members:
             group.pending_members.discard(member_id)
             self._try_complete_join(group)
@@ -313,12 +321,12 @@ class ClassicRebalance(CoordinatorCore):
     ) -> None:
         member.heartbeat_deadline = deadline
         gid, mid = group.group_id, member.member_id
-        self.timers.schedule(
+        self.core.timers.schedule(
             ("hb", gid, mid), deadline, lambda: self._on_heartbeat_expired(gid, mid)
         )
 
     def _on_heartbeat_expired(self, group_id: str, member_id: str) -> None:
-        group = self.groups.get(group_id)
+        group = self.core.groups.get(group_id)
         if not isinstance(group, ClassicGroup):
             return
         member = group.members.get(member_id)
@@ -326,7 +334,9 @@ class ClassicRebalance(CoordinatorCore):
             return
         if not member.is_new and (member.awaiting_join or member.awaiting_sync):
             # Members waiting on a rebalance owe no heartbeats.
-            self.schedule_heartbeat_expiry(group, member, self.clock() + member.session_timeout_ms)
+            self.schedule_heartbeat_expiry(
+                group, member, self.core.clock() + member.session_timeout_ms
+            )
             return
         self._remove_member_and_update_group(
             group, member_id, "new member join timeout" if member.is_new else "session timeout"

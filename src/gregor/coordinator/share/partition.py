@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from gregor.coordinator.share_state import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, StateBatch
+from gregor.coordinator.share.state import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, StateBatch
 from gregor.protocol.errors import ErrorCode
 
 #: ShareFetch / ShareAcknowledge acknowledge types.

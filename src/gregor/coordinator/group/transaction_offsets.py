@@ -9,7 +9,7 @@ writes the offsets there as a *transactional* batch carrying the producer's id a
 Written offsets are not visible yet: they wait in the group's ``OffsetStore.pending_txn``
 under the producer id (OffsetFetch with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for
 their partitions meanwhile). When the transaction coordinator writes the COMMIT or ABORT
-marker to the partition, the broker calls :meth:`TxnOffsetOps.complete_txn_offsets`, which
+marker to the partition, the broker calls :meth:`TxnOffsets.complete_txn_offsets`, which
 makes them the committed offsets or drops them; a restart replays the same from the log.
 
 Validation follows Kafka's for transactional commits: a group that does not exist is created
@@ -20,12 +20,17 @@ still accepts the commit (the producer's transaction, not the group, decides its
 
 from __future__ import annotations
 
-from typing import Any
-
-from gregor.coordinator.classic import ClassicGroup, ClassicState
-from gregor.coordinator.core import CoordinatorCore, Group
-from gregor.coordinator.offsets import OffsetAndMetadata
-from gregor.coordinator.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
+from gregor.coordinator.common.append_errors import OFFSET_COMMIT_APPEND_ERRORS
+from gregor.coordinator.common.outbox import Token
+from gregor.coordinator.group.classic import ClassicGroup, ClassicState
+from gregor.coordinator.group.core import Group, GroupCore
+from gregor.coordinator.group.offsets import OffsetAndMetadata
+from gregor.coordinator.group.records import (
+    OffsetCommitKey,
+    OffsetCommitValue,
+    encode_key,
+    encode_value,
+)
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.messages.txn_offset_commit import (
     TxnOffsetCommitRequest,
@@ -34,28 +39,12 @@ from gregor.protocol.messages.txn_offset_commit import (
 from gregor.protocol.records.batch import RecordBatchBuilder
 
 
-def txn_commit_error(code: int) -> int:
-    """Kafka's mapping of a failed append for TxnOffsetCommit (producer errors pass through:
-    INVALID_PRODUCER_EPOCH tells a fenced producer so)."""
-    if code in (
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.NOT_ENOUGH_REPLICAS,
-        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-        ErrorCode.REQUEST_TIMED_OUT,
-    ):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
-        return ErrorCode.NOT_COORDINATOR
-    if code in (
-        ErrorCode.MESSAGE_TOO_LARGE,
-        ErrorCode.RECORD_LIST_TOO_LARGE,
-        ErrorCode.INVALID_FETCH_SIZE,
-    ):
-        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
-    return code
+class TxnOffsets:
+    """TxnOffsetCommit, and the markers that commit or drop its pending offsets."""
 
+    def __init__(self, core: GroupCore) -> None:
+        self.core = core
 
-class TxnOffsetOps(CoordinatorCore):
     def _validate_txn_commit(
         self, group: Group, member_id: str, instance_id: str | None, generation: int
     ) -> int:
@@ -84,19 +73,21 @@ class TxnOffsetOps(CoordinatorCore):
             return ErrorCode.ILLEGAL_GENERATION
         return 0
 
-    def txn_offset_commit(self, token: Any, req: TxnOffsetCommitRequest, version: int) -> None:
+    def txn_offset_commit(
+        self, token: Token[TxnOffsetCommitResponse], req: TxnOffsetCommitRequest, version: int
+    ) -> None:
         gid = req.group_id
         Topic, Part = TxnOffsetCommitResponse.Topics, TxnOffsetCommitResponse.Topics.Partitions
         order = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
         results: dict[tuple[str, int], int] = {}
 
         def respond() -> None:
-            topics: dict[str, list[Any]] = {}
+            topics: dict[str, list[TxnOffsetCommitResponse.Topics.Partitions]] = {}
             for name, p in order:
                 topics.setdefault(name, []).append(
                     Part(partition_index=p, error_code=results[(name, p)])
                 )
-            self.reply(
+            self.core.reply(
                 token,
                 TxnOffsetCommitResponse(
                     throttle_time_ms=0,
@@ -111,19 +102,19 @@ class TxnOffsetOps(CoordinatorCore):
 
         if not gid:
             return fail_all(ErrorCode.INVALID_GROUP_ID)
-        err = self.partition_error(gid)
+        err = self.core.partition_error(gid)
         if err:
             return fail_all(err)
         generation = req.generation_id if version >= 3 else -1
         member_id = (req.member_id or "") if version >= 3 else ""
         instance_id = req.group_instance_id if version >= 3 else None
-        now = self.clock()
-        group = self.groups.get(gid)
+        now = self.core.clock()
+        group = self.core.groups.get(gid)
         if group is None:
             if generation >= 0:
                 return fail_all(ErrorCode.ILLEGAL_GENERATION)
             group = ClassicGroup(gid, state_timestamp=now)
-            self.groups[gid] = group
+            self.core.groups[gid] = group
         code = self._validate_txn_commit(group, member_id, instance_id, generation)
         if code:
             return fail_all(code)
@@ -135,11 +126,11 @@ class TxnOffsetOps(CoordinatorCore):
         )
         staged: list[tuple[tuple[str, int], OffsetAndMetadata]] = []
         for t in req.topics:
-            count = self.topics.partition_count(t.name)
+            count = self.core.topics.partition_count(t.name)
             for p in t.partitions:
                 tp = (t.name, p.partition_index)
                 metadata = p.committed_metadata or ""
-                if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+                if len(metadata.encode()) > self.core.config.offset_metadata_max_bytes:
                     results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
                     continue
                 if count is None or not 0 <= p.partition_index < count:
@@ -163,10 +154,10 @@ class TxnOffsetOps(CoordinatorCore):
         def done(code: int, base_offset: int) -> None:
             for i, (tp, oam) in enumerate(staged):
                 if code:
-                    results[tp] = txn_commit_error(code)
+                    results[tp] = OFFSET_COMMIT_APPEND_ERRORS(code)
                     continue
                 oam.log_offset = base_offset + i if base_offset >= 0 else -1
-                current = self.groups.get(gid)
+                current = self.core.groups.get(gid)
                 if current is not None:
                     current.offsets.prepare_txn(producer_id, tp, oam)
                 results[tp] = 0
@@ -174,9 +165,9 @@ class TxnOffsetOps(CoordinatorCore):
 
         # Transactional writes do not linger (as in Kafka): appended now, after any records
         # lingering for the partition.
-        self.append_batch(self.partition_for(gid), batch.build(), done)
+        self.core.append_batch(self.core.partition_for(gid), batch.build(), done)
 
     def complete_txn_offsets(self, partition: int, producer_id: int, commit: bool) -> None:
         """A COMMIT (or ABORT) marker for ``producer_id`` was written to ``partition`` of
         ``__consumer_offsets``: its pending offsets there become committed (or are dropped)."""
-        self._replay_marker(partition, producer_id, commit)
+        self.core.complete_txn(partition, producer_id, commit)

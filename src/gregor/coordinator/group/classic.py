@@ -16,7 +16,7 @@ to ``__consumer_offsets``. Protocol selection picks, among the protocols every m
 supports, the one most members list first.
 
 This module holds the data and the local rules (protocol selection, static-member
-bookkeeping); the request handling and timers live in ``coordinator.classic_ops``.
+bookkeeping); the request handling and timers live in ``coordinator.group.classic_ops``.
 """
 
 from __future__ import annotations
@@ -24,11 +24,13 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
 
-from gregor.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
-from gregor.coordinator.offsets import OffsetStore
+from gregor.coordinator.common.outbox import Token
+from gregor.coordinator.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
+from gregor.coordinator.group.offsets import OffsetStore
 from gregor.protocol.exceptions import ProtocolError
+from gregor.protocol.messages.join_group import JoinGroupResponse
+from gregor.protocol.messages.sync_group import SyncGroupResponse
 
 
 class ClassicState(Enum):
@@ -50,9 +52,9 @@ class ClassicMember:
     protocol_type: str
     protocols: list[tuple[str, bytes]]
     assignment: bytes = b""
-    join_token: Any = None  # a pending JoinGroup response
+    join_token: Token[JoinGroupResponse] | None = None  # a pending JoinGroup response
     join_version: int = 0
-    sync_token: Any = None  # a pending SyncGroup response
+    sync_token: Token[SyncGroupResponse] | None = None  # a pending SyncGroup response
     sync_version: int = 0
     is_new: bool = False
     heartbeat_deadline: int = 0

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from gregor.coordinator.transaction_state import STATES_BY_NAME, TxnMetadata, TxnState
-from gregor.coordinator.transaction_types import TxnDescription, TxnListing
+from gregor.coordinator.txn.state import STATES_BY_NAME, TxnMetadata, TxnState
+from gregor.coordinator.txn.types import TxnDescription, TxnListing
 from gregor.protocol.errors import ErrorCode
 
 

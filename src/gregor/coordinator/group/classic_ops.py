@@ -2,10 +2,11 @@
 
 The timers behind them (session expiry, join completion, the initial rebalance delay, pending
 SyncGroup expiry), the rebalance itself and the response builders are in
-``coordinator.classic_rebalance``, which ``ClassicOps`` extends.
+``coordinator.group.classic_rebalance``, which ``ClassicGroups`` extends (one manager, its
+requests here and its rebalance machinery there).
 
-The rules follow Kafka's classic group coordinator; see ``coordinator.classic`` for the state
-diagram. Responses are built for the request's version: MEMBER_ID_REQUIRED only from
+The rules follow Kafka's classic group coordinator; see ``coordinator.group.classic`` for the
+state diagram. Responses are built for the request's version: MEMBER_ID_REQUIRED only from
 JoinGroup v4, nullable protocol names from v7, ``skip_assignment`` (KIP-814) from v9,
 batched LeaveGroup from v3.
 """
@@ -13,22 +14,22 @@ batched LeaveGroup from v3.
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
-from gregor.coordinator.classic import ClassicGroup, ClassicMember, ClassicState
-from gregor.coordinator.classic_rebalance import ClassicRebalance
-from gregor.coordinator.consumer_group import ConsumerGroup
-from gregor.coordinator.core import storage_error_to_coordinator
-from gregor.coordinator.records import (
+from gregor.coordinator.common.append_errors import GROUP_APPEND_ERRORS
+from gregor.coordinator.common.outbox import Token
+from gregor.coordinator.group.classic import ClassicGroup, ClassicMember, ClassicState
+from gregor.coordinator.group.classic_rebalance import ClassicRebalance
+from gregor.coordinator.group.consumer_group import ConsumerGroup
+from gregor.coordinator.group.records import (
     CONSUMER_GROUP_METADATA,
     CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
     ConsumerGroupKey,
 )
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
-from gregor.protocol.messages.join_group import JoinGroupRequest
+from gregor.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
 from gregor.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
-from gregor.protocol.messages.sync_group import SyncGroupRequest
+from gregor.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 
 S = ClassicState
 
@@ -37,12 +38,12 @@ def _new_member_id(prefix: str | None) -> str:
     return f"{prefix or ''}-{uuid.uuid4()}"
 
 
-class ClassicOps(ClassicRebalance):
+class ClassicGroups(ClassicRebalance):
     # --- JoinGroup ---
 
     def join_group(
         self,
-        token: Any,
+        token: Token[JoinGroupResponse],
         req: JoinGroupRequest,
         version: int,
         client_id: str | None = "",
@@ -52,14 +53,14 @@ class ClassicOps(ClassicRebalance):
         member_id = req.member_id or ""
 
         def fail(code: int, mid: str = member_id) -> None:
-            self.reply(token, self.join_response(version, error=code, member_id=mid))
+            self.core.reply(token, self.join_response(version, error=code, member_id=mid))
 
         if not gid:
             return fail(ErrorCode.INVALID_GROUP_ID)
-        err = self.partition_error(gid)
+        err = self.core.partition_error(gid)
         if err:
             return fail(err)
-        cfg = self.config
+        cfg = self.core.config
         session = req.session_timeout_ms
         if not cfg.min_session_timeout_ms <= session <= cfg.max_session_timeout_ms:
             return fail(ErrorCode.INVALID_SESSION_TIMEOUT)
@@ -68,13 +69,13 @@ class ClassicOps(ClassicRebalance):
         )
         instance_id = req.group_instance_id if version >= 5 else None
         protocols = [(p.name, bytes(p.metadata)) for p in req.protocols]
-        group = self.groups.get(gid)
+        group = self.core.groups.get(gid)
         unknown = member_id == ""
         if group is None:
             if not unknown:
                 return fail(ErrorCode.UNKNOWN_MEMBER_ID)
-            group = ClassicGroup(gid, state_timestamp=self.clock())
-            self.groups[gid] = group
+            group = ClassicGroup(gid, state_timestamp=self.core.clock())
+            self.core.groups[gid] = group
         elif isinstance(group, ConsumerGroup):
             if not group.is_empty:
                 return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
@@ -91,10 +92,10 @@ class ClassicOps(ClassicRebalance):
 
     def _convert_to_classic(self, cg: ConsumerGroup) -> ClassicGroup:
         """An empty KIP-848 group becomes a classic group (its offsets stay)."""
-        group = ClassicGroup(cg.group_id, state_timestamp=self.clock())
+        group = ClassicGroup(cg.group_id, state_timestamp=self.core.clock())
         group.offsets = cg.offsets
-        self.groups[cg.group_id] = group
-        self.write(
+        self.core.groups[cg.group_id] = group
+        self.core.write(
             cg.group_id,
             [
                 (ConsumerGroupKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, cg.group_id), None),
@@ -106,7 +107,7 @@ class ClassicOps(ClassicRebalance):
     def _join_unknown(
         self,
         group: ClassicGroup,
-        token: Any,
+        token: Token[JoinGroupResponse],
         version: int,
         instance_id: str | None,
         client_id: str,
@@ -148,12 +149,12 @@ class ClassicOps(ClassicRebalance):
         elif version >= 4:
             # KIP-394: hand out the id first; the member joins for real with it.
             group.pending_members.add(new_id)
-            self.timers.schedule(
+            self.core.timers.schedule(
                 ("hb", group.group_id, new_id),
-                self.clock() + session,
+                self.core.clock() + session,
                 lambda: self._expire_pending_member(group.group_id, new_id),
             )
-            self.reply(
+            self.core.reply(
                 token, self.join_response(version, ErrorCode.MEMBER_ID_REQUIRED, member_id=new_id)
             )
         else:
@@ -174,7 +175,7 @@ class ClassicOps(ClassicRebalance):
     def _join_known(
         self,
         group: ClassicGroup,
-        token: Any,
+        token: Token[JoinGroupResponse],
         version: int,
         member_id: str,
         instance_id: str | None,
@@ -187,7 +188,7 @@ class ClassicOps(ClassicRebalance):
     ) -> None:
         if member_id in group.pending_members:
             group.pending_members.discard(member_id)
-            self.timers.cancel(("hb", group.group_id, member_id))
+            self.core.timers.cancel(("hb", group.group_id, member_id))
             self._add_member_and_rebalance(
                 group,
                 token,
@@ -203,14 +204,14 @@ class ClassicOps(ClassicRebalance):
             )
             return
         if group.is_static_member_fenced(member_id, instance_id):
-            self.reply(
+            self.core.reply(
                 token,
                 self.join_response(version, ErrorCode.FENCED_INSTANCE_ID, member_id=member_id),
             )
             return
         member = group.members.get(member_id)
         if member is None or group.is_(S.EMPTY) or group.is_(S.DEAD):
-            self.reply(
+            self.core.reply(
                 token, self.join_response(version, ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
             )
             return
@@ -221,7 +222,7 @@ class ClassicOps(ClassicRebalance):
         elif group.is_(S.COMPLETING_REBALANCE):
             if member.matches(protocols):
                 # It did not get the join response: send the current generation again.
-                self.reply(
+                self.core.reply(
                     token,
                     self._current_join_response(
                         group, member, version, member_id == group.leader_id
@@ -237,12 +238,12 @@ class ClassicOps(ClassicRebalance):
                     group, member, token, version, rebalance, session, protocols
                 )
             else:
-                self.reply(token, self._current_join_response(group, member, version, False))
+                self.core.reply(token, self._current_join_response(group, member, version, False))
 
     def _add_member_and_rebalance(
         self,
         group: ClassicGroup,
-        token: Any,
+        token: Token[JoinGroupResponse],
         version: int,
         member_id: str,
         instance_id: str | None,
@@ -272,7 +273,7 @@ class ClassicOps(ClassicRebalance):
         # A new member cannot heartbeat until its join completes; if the join never does,
         # drop it after the new-member timeout (it retries if still alive).
         self.schedule_heartbeat_expiry(
-            group, member, self.clock() + self.config.new_member_join_timeout_ms
+            group, member, self.core.clock() + self.core.config.new_member_join_timeout_ms
         )
         self._maybe_prepare_rebalance(group)
 
@@ -280,14 +281,14 @@ class ClassicOps(ClassicRebalance):
         self,
         group: ClassicGroup,
         member: ClassicMember,
-        token: Any,
+        token: Token[JoinGroupResponse],
         version: int,
         rebalance: int,
         session: int,
         protocols: list[tuple[str, bytes]],
     ) -> None:
         if member.join_token is not None and member.join_token is not token:
-            self.reply(
+            self.core.reply(
                 member.join_token,
                 self.join_response(
                     member.join_version, ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id
@@ -303,7 +304,7 @@ class ClassicOps(ClassicRebalance):
     def _replace_static_member(
         self,
         group: ClassicGroup,
-        token: Any,
+        token: Token[JoinGroupResponse],
         version: int,
         instance_id: str,
         old_id: str,
@@ -315,7 +316,7 @@ class ClassicOps(ClassicRebalance):
         old = group.members[old_id]
         # A live old instance learns it was replaced.
         if old.join_token is not None:
-            self.reply(
+            self.core.reply(
                 old.join_token,
                 self.join_response(
                     old.join_version, ErrorCode.FENCED_INSTANCE_ID, member_id=old_id
@@ -323,9 +324,9 @@ class ClassicOps(ClassicRebalance):
             )
             old.join_token = None
         if old.sync_token is not None:
-            self.reply(old.sync_token, self.sync_response(ErrorCode.FENCED_INSTANCE_ID))
+            self.core.reply(old.sync_token, self.sync_response(ErrorCode.FENCED_INSTANCE_ID))
             old.sync_token = None
-        self.timers.cancel(("hb", group.group_id, old_id))
+        self.core.timers.cancel(("hb", group.group_id, old_id))
         leader_before = group.leader_id
         member = group.replace_static_member(instance_id, old_id, new_id)
         old_protocols = member.protocols
@@ -333,7 +334,7 @@ class ClassicOps(ClassicRebalance):
         member.protocols = protocols
         member.rebalance_timeout_ms = rebalance
         member.session_timeout_ms = session
-        self.schedule_heartbeat_expiry(group, member, self.clock() + session)
+        self.schedule_heartbeat_expiry(group, member, self.core.clock() + session)
         if group.is_(S.STABLE):
             if group.protocol_name == group.select_protocol():
                 # Same protocol: persist the new member id, hand back the old assignment.
@@ -345,19 +346,19 @@ class ClassicOps(ClassicRebalance):
                         member.rebalance_timeout_ms, member.session_timeout_ms = old_timeouts
                         if group.members.get(new_id) is member:
                             group.replace_static_member(instance_id, new_id, old_id)
-                            self.timers.cancel(("hb", group.group_id, new_id))
+                            self.core.timers.cancel(("hb", group.group_id, new_id))
                             self.schedule_heartbeat_expiry(
-                                group, member, self.clock() + member.session_timeout_ms
+                                group, member, self.core.clock() + member.session_timeout_ms
                             )
-                        self.reply(
+                        self.core.reply(
                             token,
                             self.join_response(
-                                version, storage_error_to_coordinator(code), member_id=new_id
+                                version, GROUP_APPEND_ERRORS(code), member_id=new_id
                             ),
                         )
                         return
                     skip = version >= 9 and group.leader_id == new_id
-                    self.reply(
+                    self.core.reply(
                         token,
                         self.join_response(
                             version,
@@ -384,18 +385,20 @@ class ClassicOps(ClassicRebalance):
 
     # --- SyncGroup ---
 
-    def sync_group(self, token: Any, req: SyncGroupRequest, version: int) -> None:
+    def sync_group(
+        self, token: Token[SyncGroupResponse], req: SyncGroupRequest, version: int
+    ) -> None:
         gid = req.group_id
 
         def fail(code: int) -> None:
-            self.reply(token, self.sync_response(code))
+            self.core.reply(token, self.sync_response(code))
 
         if not gid:
             return fail(ErrorCode.INVALID_GROUP_ID)
-        err = self.partition_error(gid)
+        err = self.core.partition_error(gid)
         if err:
             return fail(err)
-        group = self.groups.get(gid)
+        group = self.core.groups.get(gid)
         if not isinstance(group, ClassicGroup):
             return fail(ErrorCode.UNKNOWN_MEMBER_ID)
         member_id = req.member_id
@@ -421,12 +424,14 @@ class ClassicOps(ClassicRebalance):
         pt, pn = (group.protocol_type, group.protocol_name) if version >= 5 else (None, None)
         if group.is_(S.STABLE):
             group.pending_sync.discard(member_id)
-            self.reply(token, self.sync_response(0, member.assignment, pt, pn))
-            self.schedule_heartbeat_expiry(group, member, self.clock() + member.session_timeout_ms)
+            self.core.reply(token, self.sync_response(0, member.assignment, pt, pn))
+            self.schedule_heartbeat_expiry(
+                group, member, self.core.clock() + member.session_timeout_ms
+            )
             return
         # CompletingRebalance
         if member.sync_token is not None and member.sync_token is not token:
-            self.reply(member.sync_token, self.sync_response(ErrorCode.REBALANCE_IN_PROGRESS))
+            self.core.reply(member.sync_token, self.sync_response(ErrorCode.REBALANCE_IN_PROGRESS))
         member.sync_token = token
         member.sync_version = version
         group.pending_sync.discard(member_id)
@@ -437,35 +442,35 @@ class ClassicOps(ClassicRebalance):
         generation = group.generation_id
 
         def done(code: int, _offset: int) -> None:
-            if self.groups.get(gid) is not group:
+            if self.core.groups.get(gid) is not group:
                 return
             if not group.is_(S.COMPLETING_REBALANCE) or generation != group.generation_id:
                 return
             if code:
-                self._reset_and_propagate_assignment_error(
-                    group, storage_error_to_coordinator(code)
-                )
+                self._reset_and_propagate_assignment_error(group, GROUP_APPEND_ERRORS(code))
                 self._maybe_prepare_rebalance(group)
                 return
-            group.transition(S.STABLE, self.clock())
+            group.transition(S.STABLE, self.core.clock())
             self._set_and_propagate_assignment(group, assignment)
 
         self.store_group(group, done, assignment)
 
     # --- Heartbeat ---
 
-    def heartbeat(self, token: Any, req: HeartbeatRequest, version: int) -> None:
+    def heartbeat(
+        self, token: Token[HeartbeatResponse], req: HeartbeatRequest, version: int
+    ) -> None:
         gid = req.group_id
 
         def answer(code: int) -> None:
-            self.reply(token, HeartbeatResponse(throttle_time_ms=0, error_code=code))
+            self.core.reply(token, HeartbeatResponse(throttle_time_ms=0, error_code=code))
 
         if not gid:
             return answer(ErrorCode.INVALID_GROUP_ID)
-        err = self.partition_error(gid)
+        err = self.core.partition_error(gid)
         if err:
             return answer(err)
-        group = self.groups.get(gid)
+        group = self.core.groups.get(gid)
         if not isinstance(group, ClassicGroup):
             return answer(ErrorCode.UNKNOWN_MEMBER_ID)
         instance_id = req.group_instance_id if version >= 3 else None
@@ -480,14 +485,16 @@ class ClassicOps(ClassicRebalance):
             return answer(ErrorCode.ILLEGAL_GENERATION)
         if group.is_(S.EMPTY):
             return answer(ErrorCode.UNKNOWN_MEMBER_ID)
-        self.schedule_heartbeat_expiry(group, member, self.clock() + member.session_timeout_ms)
+        self.schedule_heartbeat_expiry(group, member, self.core.clock() + member.session_timeout_ms)
         if group.is_(S.PREPARING_REBALANCE):
             return answer(ErrorCode.REBALANCE_IN_PROGRESS)
         answer(0)
 
     # --- LeaveGroup ---
 
-    def leave_group(self, token: Any, req: LeaveGroupRequest, version: int) -> None:
+    def leave_group(
+        self, token: Token[LeaveGroupResponse], req: LeaveGroupRequest, version: int
+    ) -> None:
         gid = req.group_id
         if version >= 3:
             leaving = [(m.member_id or "", m.group_instance_id) for m in req.members]
@@ -497,9 +504,9 @@ class ClassicOps(ClassicRebalance):
         def answer(top: int, errors: list[int]) -> None:
             if version < 3:
                 code = top or (errors[0] if errors else 0)
-                self.reply(token, LeaveGroupResponse(throttle_time_ms=0, error_code=code))
+                self.core.reply(token, LeaveGroupResponse(throttle_time_ms=0, error_code=code))
                 return
-            self.reply(
+            self.core.reply(
                 token,
                 LeaveGroupResponse(
                     throttle_time_ms=0,
@@ -517,10 +524,10 @@ class ClassicOps(ClassicRebalance):
 
         if not gid:
             return answer(ErrorCode.INVALID_GROUP_ID, [])
-        err = self.partition_error(gid)
+        err = self.core.partition_error(gid)
         if err:
             return answer(err, [])
-        group = self.groups.get(gid)
+        group = self.core.groups.get(gid)
         if not isinstance(group, ClassicGroup):
             return answer(0, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving))
         if group.is_(S.DEAD):
@@ -536,7 +543,7 @@ class ClassicOps(ClassicRebalance):
                     errors.append(0)
             elif member_id in group.pending_members:
                 group.pending_members.discard(member_id)
-                self.timers.cancel(("hb", gid, member_id))
+                self.core.timers.cancel(("hb", gid, member_id))
                 self._try_complete_join(group)
                 errors.append(0)
             elif group.is_static_member_fenced(member_id, instance_id):
@@ -547,3 +554,22 @@ class ClassicOps(ClassicRebalance):
             else:
                 errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
         answer(0, errors)
+
+    def release_waiting(self) -> None:
+        """Answer every held JoinGroup and SyncGroup with NOT_COORDINATOR (the broker is
+        going away; members find the coordinator again and rejoin)."""
+        for group in self.core.groups.values():
+            if not isinstance(group, ClassicGroup):
+                continue
+            for m in group.members.values():
+                if m.join_token is not None:
+                    self.core.reply(
+                        m.join_token,
+                        self.join_response(
+                            m.join_version, ErrorCode.NOT_COORDINATOR, member_id=m.member_id
+                        ),
+                    )
+                    m.join_token = None
+                if m.sync_token is not None:
+                    self.core.reply(m.sync_token, self.sync_response(ErrorCode.NOT_COORDINATOR))
+                    m.sync_token = None

@@ -1,8 +1,8 @@
 """The transaction coordinator's configuration, outbox entries and results.
 
-``TransactionCoordinator`` (``coordinator.transaction_coordinator``) emits ``TxnLogWrite``,
-``MarkerWrite`` and ``TxnReply``; the broker reports write outcomes back with the error codes
-that ``log_append_error`` and ``MARKER_DONE``/``MARKER_FENCED`` interpret.
+``TransactionCoordinator`` (``coordinator.txn.coordinator``) asks for ``MarkerWrite``s as the
+effects of its outbox; the broker reports their outcomes back with the error codes that
+``MARKER_DONE``/``MARKER_FENCED`` interpret.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from gregor.coordinator.transaction_state import TopicPartition
+from gregor.coordinator.txn.state import TopicPartition
 from gregor.protocol.errors import ErrorCode
 
 
@@ -42,12 +42,6 @@ class TxnCoordinatorConfig:
         )
 
 
-class TxnLogWrite(NamedTuple):
-    id: int
-    partition: int
-    batch: bytes
-
-
 class MarkerWrite(NamedTuple):
     id: int
     transactional_id: str
@@ -56,11 +50,6 @@ class MarkerWrite(NamedTuple):
     commit: bool
     coordinator_epoch: int
     partitions: tuple[TopicPartition, ...]
-
-
-class TxnReply(NamedTuple):
-    token: Any
-    result: Any
 
 
 class InitProducerIdResult(NamedTuple):
@@ -96,24 +85,6 @@ class TxnListing(NamedTuple):
     transactional_id: str
     producer_id: int
     state: str
-
-
-def log_append_error(code: int) -> int:
-    """Kafka's mapping of a failed ``__transaction_state`` append to what a producer sees."""
-    if code in (
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.NOT_ENOUGH_REPLICAS,
-        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-        ErrorCode.REQUEST_TIMED_OUT,
-    ):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if code in (
-        ErrorCode.NOT_LEADER_OR_FOLLOWER,
-        ErrorCode.KAFKA_STORAGE_ERROR,
-        ErrorCode.NOT_COORDINATOR,
-    ):
-        return ErrorCode.NOT_COORDINATOR
-    return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 # Marker results after which a partition needs no further marker.

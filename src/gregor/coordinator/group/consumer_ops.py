@@ -1,4 +1,4 @@
-"""KIP-848 requests: ConsumerGroupHeartbeat and ConsumerGroupDescribe, with session and
+"""KIP-848 requests: ConsumerGroupHeartbeat, with session and
 revocation timers.
 
 One heartbeat does, in order: validate the request; find or create the member (epoch 0
@@ -21,12 +21,12 @@ from __future__ import annotations
 import base64
 import logging
 import uuid
-from collections import Counter
-from typing import Any
 
-from gregor.coordinator.assignors import MemberSpec, assign
-from gregor.coordinator.classic import ClassicGroup
-from gregor.coordinator.consumer_group import (
+from gregor.coordinator.common.append_errors import GROUP_APPEND_ERRORS
+from gregor.coordinator.common.events import log_event
+from gregor.coordinator.common.outbox import Token
+from gregor.coordinator.group.classic import ClassicGroup
+from gregor.coordinator.group.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConsumerGroup,
@@ -34,34 +34,22 @@ from gregor.coordinator.consumer_group import (
     MemberState,
     copy_assignment,
 )
-from gregor.coordinator.core import (
-    CoordinatorCore,
-    storage_error_to_coordinator,
-    subscription_regex_error,
+from gregor.coordinator.group.consumer_records import (
+    Records,
+    compute_target,
+    current_assignment_record,
+    epoch_record,
+    member_metadata_record,
+    member_tombstones,
 )
-from gregor.coordinator.events import log_event
-from gregor.coordinator.records import (
-    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
-    CONSUMER_GROUP_MEMBER_METADATA,
-    CONSUMER_GROUP_METADATA,
+from gregor.coordinator.group.core import GroupCore, subscription_regex_error
+from gregor.coordinator.group.records import (
     CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
-    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
-    ConsumerGroupKey,
-    ConsumerGroupMemberMetadataValue,
-    ConsumerGroupMetadataValue,
     ConsumerMemberKey,
-    CurrentMemberAssignmentValue,
     GroupMetadataKey,
-    Key,
     TargetAssignmentMemberValue,
-    TargetAssignmentMetadataValue,
-    Value,
 )
 from gregor.protocol.errors import ErrorCode
-from gregor.protocol.messages.consumer_group_describe import (
-    ConsumerGroupDescribeRequest,
-    ConsumerGroupDescribeResponse,
-)
 from gregor.protocol.messages.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
@@ -69,7 +57,6 @@ from gregor.protocol.messages.consumer_group_heartbeat import (
 
 log = logging.getLogger("gregor.coordinator")
 
-Records = list[tuple[Key, Value | None]]
 
 # Bits of the group operations a describe reports when authorization is not configured:
 # READ (3), DELETE (6), DESCRIBE (8).
@@ -86,7 +73,9 @@ def _regex(req: ConsumerGroupHeartbeatRequest) -> str | None:
     return getattr(req, "subscribed_topic_regex", None)
 
 
-def _to_wire(a: dict[uuid.UUID, set[int]]) -> list[Any]:
+def _to_wire(
+    a: dict[uuid.UUID, set[int]],
+) -> list[ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions]:
     TP = ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions
     return [
         TP(topic_id=t, partitions=sorted(ps))
@@ -95,97 +84,69 @@ def _to_wire(a: dict[uuid.UUID, set[int]]) -> list[Any]:
     ]
 
 
-class ConsumerOps(CoordinatorCore):
-    # --- records ---
+class ConsumerGroups:
+    """KIP-848 consumer groups: ConsumerGroupHeartbeat and ConsumerGroupDescribe."""
 
-    def _member_metadata_record(self, group: ConsumerGroup, m: ConsumerMember) -> tuple[Key, Value]:
-        return (
-            ConsumerMemberKey(CONSUMER_GROUP_MEMBER_METADATA, group.group_id, m.member_id),
-            ConsumerGroupMemberMetadataValue(
-                instance_id=m.instance_id,
-                rack_id=m.rack_id,
-                client_id=m.client_id,
-                client_host=m.client_host,
-                subscribed_topic_names=list(m.subscribed_topic_names),
-                subscribed_topic_regex=m.subscribed_topic_regex,
-                rebalance_timeout_ms=m.rebalance_timeout_ms,
-                server_assignor=m.server_assignor,
-            ),
-        )
-
-    def _current_assignment_record(
-        self, group: ConsumerGroup, m: ConsumerMember
-    ) -> tuple[Key, Value]:
-        return (
-            ConsumerMemberKey(
-                CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, group.group_id, m.member_id
-            ),
-            CurrentMemberAssignmentValue(
-                member_epoch=m.member_epoch,
-                previous_member_epoch=m.previous_member_epoch,
-                state=int(m.state),
-                assigned_partitions={t: sorted(ps) for t, ps in m.assigned.items() if ps},
-                partitions_pending_revocation={
-                    t: sorted(ps) for t, ps in m.pending_revocation.items() if ps
-                },
-            ),
-        )
-
-    def _epoch_record(self, group: ConsumerGroup) -> tuple[Key, Value]:
-        return (
-            ConsumerGroupKey(CONSUMER_GROUP_METADATA, group.group_id),
-            ConsumerGroupMetadataValue(group.group_epoch),
-        )
-
-    def _member_tombstones(self, group: ConsumerGroup, member_id: str) -> Records:
-        gid = group.group_id
-        return [
-            (ConsumerMemberKey(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, gid, member_id), None),
-            (ConsumerMemberKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, gid, member_id), None),
-            (ConsumerMemberKey(CONSUMER_GROUP_MEMBER_METADATA, gid, member_id), None),
-        ]
+    def __init__(self, core: GroupCore) -> None:
+        self.core = core
 
     # --- timers ---
 
+    def restore(self, group: ConsumerGroup) -> None:
+        """A loaded group starts serving: its regexes count as resolved, its members claim
+        their partitions and their session (and pending revocation) timers start."""
+        group.owners.clear()
+        group.resolved_regexes = {
+            m.subscribed_topic_regex for m in group.members.values() if m.subscribed_topic_regex
+        }
+        group.topic_fingerprint = self.core.topic_fingerprint(group)
+        for cm in group.members.values():
+            group.claim(cm)
+            self.schedule_consumer_session(group, cm)
+            if cm.state == MemberState.UNREVOKED_PARTITIONS:
+                self.schedule_revocation(group, cm)
+
     def schedule_consumer_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         gid, mid = group.group_id, member.member_id
-        self.timers.schedule(
+        self.core.timers.schedule(
             ("cg-session", gid, mid),
-            self.clock() + self.config.consumer_session_timeout_ms,
+            self.core.clock() + self.core.config.consumer_session_timeout_ms,
             lambda: self._fence(gid, mid, "session timeout"),
         )
 
     def schedule_revocation(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         gid, mid = group.group_id, member.member_id
         key = ("cg-revoke", gid, mid)
-        if self.timers.deadline(key) is None:
+        if self.core.timers.deadline(key) is None:
             timeout = (
                 member.rebalance_timeout_ms
                 if member.rebalance_timeout_ms > 0
-                else self.config.consumer_session_timeout_ms
+                else self.core.config.consumer_session_timeout_ms
             )
-            self.timers.schedule(
-                key, self.clock() + timeout, lambda: self._fence(gid, mid, "revocation timeout")
+            self.core.timers.schedule(
+                key,
+                self.core.clock() + timeout,
+                lambda: self._fence(gid, mid, "revocation timeout"),
             )
 
     def _cancel_member_timers(self, gid: str, mid: str) -> None:
-        self.timers.cancel(("cg-session", gid, mid))
-        self.timers.cancel(("cg-revoke", gid, mid))
+        self.core.timers.cancel(("cg-session", gid, mid))
+        self.core.timers.cancel(("cg-revoke", gid, mid))
 
     def _fence(self, gid: str, mid: str, reason: str) -> None:
         """Session or revocation timeout: drop the member, bump the group epoch."""
-        group = self.groups.get(gid)
+        group = self.core.groups.get(gid)
         if not isinstance(group, ConsumerGroup) or mid not in group.members:
             return
         log_event(log, "group.member_removed", group=gid, member=mid, reason=reason)
-        self.write(gid, self._remove_consumer_member(group, mid))
+        self.core.write(gid, self._remove_consumer_member(group, mid))
 
     def _remove_consumer_member(self, group: ConsumerGroup, mid: str) -> Records:
         self._cancel_member_timers(group.group_id, mid)
         group.remove_member(mid)
         self._forget_unused_regexes(group)
         group.group_epoch += 1
-        group.state_timestamp = self.clock()
+        group.state_timestamp = self.core.clock()
         log_event(
             log,
             "group.epoch",
@@ -193,7 +154,7 @@ class ConsumerOps(CoordinatorCore):
             epoch=group.group_epoch,
             members=len(group.members),
         )
-        return self._member_tombstones(group, mid) + [self._epoch_record(group)]
+        return member_tombstones(group, mid) + [epoch_record(group)]
 
     # --- regex subscriptions ---
 
@@ -210,61 +171,19 @@ class ConsumerOps(CoordinatorCore):
             return
         gid = group.group_id
         key = ("cg-regex", gid, regex)
-        if self.timers.deadline(key) is not None:
+        if self.core.timers.deadline(key) is not None:
             return
 
         def resolved() -> None:
-            current = self.groups.get(gid)
+            current = self.core.groups.get(gid)
             if current is group and any(
                 m.subscribed_topic_regex == regex for m in group.members.values()
             ):
                 group.resolved_regexes.add(regex)
 
-        self.timers.schedule(key, self.clock(), resolved)
+        self.core.timers.schedule(key, self.core.clock(), resolved)
 
     # --- assignment ---
-
-    def _choose_assignor(self, group: ConsumerGroup) -> str:
-        votes = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
-        if votes:
-            best = max(votes.values())
-            return sorted(n for n, c in votes.items() if c == best)[0]
-        return self.config.consumer_assignors[0] if self.config.consumer_assignors else "uniform"
-
-    def _compute_target(
-        self, group: ConsumerGroup, fingerprint: dict[str, tuple[uuid.UUID, int]]
-    ) -> Records:
-        partitions = {tid: count for tid, count in fingerprint.values()}
-        specs = {
-            mid: MemberSpec(
-                mid,
-                {fingerprint[n][0] for n in self.member_topics(m, group) if n in fingerprint},
-                copy_assignment(group.target.get(mid, {})),
-            )
-            for mid, m in group.members.items()
-        }
-        group.assignor_name = self._choose_assignor(group)
-        new = assign(group.assignor_name, specs, partitions)
-        records: Records = []
-        gid = group.group_id
-        for mid in sorted(group.members):
-            target = copy_assignment(new.get(mid, {}))
-            if target != copy_assignment(group.target.get(mid, {})) or mid not in group.target:
-                records.append(
-                    (
-                        ConsumerMemberKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, gid, mid),
-                        TargetAssignmentMemberValue({t: sorted(ps) for t, ps in target.items()}),
-                    )
-                )
-            group.target[mid] = target
-        group.assignment_epoch = group.group_epoch
-        records.append(
-            (
-                ConsumerGroupKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gid),
-                TargetAssignmentMetadataValue(group.assignment_epoch),
-            )
-        )
-        return records
 
     # --- ConsumerGroupHeartbeat ---
 
@@ -319,17 +238,17 @@ class ConsumerOps(CoordinatorCore):
                 )
         if (
             req.server_assignor is not None
-            and req.server_assignor not in self.config.consumer_assignors
+            and req.server_assignor not in self.core.config.consumer_assignors
         ):
             return (
                 ErrorCode.UNSUPPORTED_ASSIGNOR,
-                f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: {', '.join(self.config.consumer_assignors)}.",
+                f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: {', '.join(self.core.config.consumer_assignors)}.",
             )
         return None
 
     def consumer_group_heartbeat(
         self,
-        token: Any,
+        token: Token[ConsumerGroupHeartbeatResponse],
         req: ConsumerGroupHeartbeatRequest,
         version: int,
         client_id: str | None = "",
@@ -337,34 +256,34 @@ class ConsumerOps(CoordinatorCore):
     ) -> None:
         problem = self._validate_cgh(req)
         if problem is not None:
-            return self.reply(token, self._cgh_error(*problem))
+            return self.core.reply(token, self._cgh_error(*problem))
         gid = req.group_id
-        err = self.partition_error(gid)
+        err = self.core.partition_error(gid)
         if err:
-            return self.reply(token, self._cgh_error(err))
+            return self.core.reply(token, self._cgh_error(err))
         if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             return self._cgh_leave(token, req)
         records: Records = []
-        group = self.groups.get(gid)
+        group = self.core.groups.get(gid)
         if group is None:
             if req.member_epoch != 0:
-                return self.reply(
+                return self.core.reply(
                     token, self._cgh_error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} not found.")
                 )
-            group = ConsumerGroup(gid, state_timestamp=self.clock())
-            self.groups[gid] = group
+            group = ConsumerGroup(gid, state_timestamp=self.core.clock())
+            self.core.groups[gid] = group
         elif isinstance(group, ClassicGroup):
             if not group.is_empty or group.pending_members:
-                return self.reply(
+                return self.core.reply(
                     token,
                     self._cgh_error(
                         ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group."
                     ),
                 )
-            cg = ConsumerGroup(gid, state_timestamp=self.clock())
+            cg = ConsumerGroup(gid, state_timestamp=self.core.clock())
             cg.offsets = group.offsets
-            self.remove_group(gid)
-            self.groups[gid] = cg
+            self.core.remove_group(gid)
+            self.core.groups[gid] = cg
             group = cg
             records.append((GroupMetadataKey(gid), None))
         bump = False
@@ -373,13 +292,13 @@ class ConsumerOps(CoordinatorCore):
         if req.member_epoch == 0:
             member, joined, extra, error = self._cgh_join(group, req, client_id or "", client_host)
             if error is not None:
-                return self.reply(token, self._cgh_error(*error))
+                return self.core.reply(token, self._cgh_error(*error))
             records += extra
             bump = joined
         else:
             member = group.members.get(req.member_id)
             if member is None:
-                return self.reply(
+                return self.core.reply(
                     token,
                     self._cgh_error(
                         ErrorCode.UNKNOWN_MEMBER_ID,
@@ -388,34 +307,36 @@ class ConsumerOps(CoordinatorCore):
                 )
             fenced = self._check_epoch(member, req)
             if fenced is not None:
-                return self.reply(token, self._cgh_error(ErrorCode.FENCED_MEMBER_EPOCH, fenced))
+                return self.core.reply(
+                    token, self._cgh_error(ErrorCode.FENCED_MEMBER_EPOCH, fenced)
+                )
         assigned_before = copy_assignment(member.assigned)
         if req.member_epoch != 0 and self._apply_subscription(member, req):
-            records.append(self._member_metadata_record(group, member))
+            records.append(member_metadata_record(group, member))
             bump = True
         self._forget_unused_regexes(group)
         self._resolve_regex_later(group, member)
-        fingerprint = self.topic_fingerprint(group)
+        fingerprint = self.core.topic_fingerprint(group)
         if fingerprint != group.topic_fingerprint:
             group.topic_fingerprint = fingerprint
             bump = True
         if bump:
             group.group_epoch += 1
-            records.append(self._epoch_record(group))
+            records.append(epoch_record(group))
             log_event(
                 log, "group.epoch", group=gid, epoch=group.group_epoch, members=len(group.members)
             )
         if group.group_epoch > group.assignment_epoch:
-            records += self._compute_target(group, fingerprint)
+            records += compute_target(self.core, group, fingerprint)
         owned = None
         if req.topic_partitions is not None:
             owned = {tp.topic_id: set(tp.partitions) for tp in req.topic_partitions}
         if group.reconcile(member, owned) or req.member_epoch == 0:
-            records.append(self._current_assignment_record(group, member))
+            records.append(current_assignment_record(group, member))
         if member.state == MemberState.UNREVOKED_PARTITIONS:
             self.schedule_revocation(group, member)
         else:
-            self.timers.cancel(("cg-revoke", gid, member.member_id))
+            self.core.timers.cancel(("cg-revoke", gid, member.member_id))
         self.schedule_consumer_session(group, member)
         is_full = (
             req.rebalance_timeout_ms != -1
@@ -431,7 +352,7 @@ class ConsumerOps(CoordinatorCore):
             error_message=None,
             member_id=member.member_id,
             member_epoch=member.member_epoch,
-            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            heartbeat_interval_ms=self.core.config.consumer_heartbeat_interval_ms,
             assignment=ConsumerGroupHeartbeatResponse.Assignment(
                 topic_partitions=_to_wire(member.assigned)
             )
@@ -440,18 +361,24 @@ class ConsumerOps(CoordinatorCore):
         )
         self._write_then_reply(gid, records, token, response)
 
-    def _write_then_reply(self, gid: str, records: Records, token: Any, response: Any) -> None:
+    def _write_then_reply(
+        self,
+        gid: str,
+        records: Records,
+        token: Token[ConsumerGroupHeartbeatResponse],
+        response: ConsumerGroupHeartbeatResponse,
+    ) -> None:
         if not records:
-            self.reply(token, response)
+            self.core.reply(token, response)
             return
 
         def done(code: int, _offset: int) -> None:
             if code:
-                self.reply(token, self._cgh_error(storage_error_to_coordinator(code)))
+                self.core.reply(token, self._cgh_error(GROUP_APPEND_ERRORS(code)))
             else:
-                self.reply(token, response)
+                self.core.reply(token, response)
 
-        self.write(gid, records, done)
+        self.core.write(gid, records, done)
 
     def _cgh_join(
         self,
@@ -483,7 +410,7 @@ class ConsumerOps(CoordinatorCore):
                     )
                 new_id = req.member_id or new_member_id()
                 if new_id != existing_id:
-                    records += self._member_tombstones(group, existing_id)
+                    records += member_tombstones(group, existing_id)
                     self._cancel_member_timers(group.group_id, existing_id)
                     member = group.rename_member(existing_id, new_id)
                     if new_id in group.target:
@@ -505,22 +432,22 @@ class ConsumerOps(CoordinatorCore):
                     member.member_epoch = max(member.previous_member_epoch, 0)
                 member.client_id, member.client_host = client_id, client_host
                 self._apply_subscription(member, req)
-                records.append(self._member_metadata_record(group, member))
+                records.append(member_metadata_record(group, member))
                 return member, False, records, None
         member = group.members.get(req.member_id) if req.member_id else None
         if member is not None:
             changed = self._apply_subscription(member, req)
             if changed:
-                records.append(self._member_metadata_record(group, member))
+                records.append(member_metadata_record(group, member))
             return member, changed, records, None
-        if len(group.members) >= self.config.consumer_max_group_size:
+        if len(group.members) >= self.core.config.consumer_max_group_size:
             return (
                 ConsumerMember(""),
                 False,
                 [],
                 (
                     ErrorCode.GROUP_MAX_SIZE_REACHED,
-                    f"The consumer group has reached its maximum capacity of {self.config.consumer_max_group_size} members.",
+                    f"The consumer group has reached its maximum capacity of {self.core.config.consumer_max_group_size} members.",
                 ),
             )
         member = ConsumerMember(
@@ -535,7 +462,7 @@ class ConsumerOps(CoordinatorCore):
             server_assignor=req.server_assignor,
         )
         group.add_member(member)
-        records.append(self._member_metadata_record(group, member))
+        records.append(member_metadata_record(group, member))
         return member, True, records, None
 
     @staticmethod
@@ -583,25 +510,27 @@ class ConsumerOps(CoordinatorCore):
                     return "The consumer group member has a smaller member epoch and owns partitions it was not assigned."
         return None
 
-    def _cgh_leave(self, token: Any, req: ConsumerGroupHeartbeatRequest) -> None:
+    def _cgh_leave(
+        self, token: Token[ConsumerGroupHeartbeatResponse], req: ConsumerGroupHeartbeatRequest
+    ) -> None:
         gid = req.group_id
-        group = self.groups.get(gid)
+        group = self.core.groups.get(gid)
         if not isinstance(group, ConsumerGroup):
-            return self.reply(
+            return self.core.reply(
                 token, self._cgh_error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} not found.")
             )
         member_id = req.member_id
         if req.instance_id is not None:
             static_id = group.static_members.get(req.instance_id)
             if static_id is None:
-                return self.reply(
+                return self.core.reply(
                     token,
                     self._cgh_error(
                         ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown."
                     ),
                 )
             if static_id != member_id:
-                return self.reply(
+                return self.core.reply(
                     token,
                     self._cgh_error(
                         ErrorCode.FENCED_INSTANCE_ID,
@@ -610,7 +539,7 @@ class ConsumerOps(CoordinatorCore):
                 )
         member = group.members.get(member_id)
         if member is None:
-            return self.reply(
+            return self.core.reply(
                 token,
                 self._cgh_error(
                     ErrorCode.UNKNOWN_MEMBER_ID,
@@ -625,8 +554,8 @@ class ConsumerOps(CoordinatorCore):
                 member.previous_member_epoch = member.member_epoch
             member.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH
             group.set_assignment(member, member.assigned, {})
-            self.timers.cancel(("cg-revoke", gid, member_id))
-            records: Records = [self._current_assignment_record(group, member)]
+            self.core.timers.cancel(("cg-revoke", gid, member_id))
+            records: Records = [current_assignment_record(group, member)]
         else:
             records = self._remove_consumer_member(group, member_id)
         response = ConsumerGroupHeartbeatResponse(
@@ -639,84 +568,3 @@ class ConsumerOps(CoordinatorCore):
             assignment=None,
         )
         self._write_then_reply(gid, records, token, response)
-
-    # --- ConsumerGroupDescribe ---
-
-    def consumer_group_describe(
-        self, token: Any, req: ConsumerGroupDescribeRequest, version: int
-    ) -> None:
-        G = ConsumerGroupDescribeResponse.Groups
-        M = G.Members
-        A, TA = M.Assignment, M.TargetAssignment
-        out = []
-        ops = GROUP_AUTHORIZED_OPERATIONS if req.include_authorized_operations else -2147483648
-        for gid in req.group_ids:
-            err = self.partition_error(gid) if gid else ErrorCode.INVALID_GROUP_ID
-            if err:
-                out.append(G(error_code=err, error_message=None, group_id=gid))
-                continue
-            group = self.groups.get(gid)
-            if group is None:
-                out.append(
-                    G(
-                        error_code=ErrorCode.GROUP_ID_NOT_FOUND,
-                        error_message=f"Group {gid} not found.",
-                        group_id=gid,
-                    )
-                )
-                continue
-            if not isinstance(group, ConsumerGroup):
-                out.append(
-                    G(
-                        error_code=ErrorCode.GROUP_ID_NOT_FOUND,
-                        error_message=f"Group {gid} is not a consumer group.",
-                        group_id=gid,
-                    )
-                )
-                continue
-
-            def tps(a: dict[uuid.UUID, set[int]], cls: Any) -> list[Any]:
-                res = []
-                for t, ps in sorted(a.items(), key=lambda kv: str(kv[0])):
-                    if ps:
-                        res.append(
-                            cls.TopicPartitions(
-                                topic_id=t,
-                                topic_name=self.topics.topic_name(t) or "",
-                                partitions=sorted(ps),
-                            )
-                        )
-                return res
-
-            members = [
-                M(
-                    member_id=m.member_id,
-                    instance_id=m.instance_id,
-                    rack_id=m.rack_id,
-                    member_epoch=m.member_epoch,
-                    client_id=m.client_id,
-                    client_host=m.client_host,
-                    subscribed_topic_names=list(m.subscribed_topic_names),
-                    subscribed_topic_regex=m.subscribed_topic_regex,
-                    assignment=A(topic_partitions=tps(m.assigned, A)),
-                    target_assignment=TA(
-                        topic_partitions=tps(group.target.get(m.member_id, {}), TA)
-                    ),
-                    member_type=1,  # v1+ (KIP-1099): every member of a consumer group speaks KIP-848
-                )
-                for m in group.members.values()
-            ]
-            out.append(
-                G(
-                    error_code=0,
-                    error_message=None,
-                    group_id=gid,
-                    group_state=group.describe_state(),
-                    group_epoch=group.group_epoch,
-                    assignment_epoch=group.assignment_epoch,
-                    assignor_name=group.assignor_name,
-                    members=members,
-                    authorized_operations=ops,
-                )
-            )
-        self.reply(token, ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=out))

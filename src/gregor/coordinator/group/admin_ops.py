@@ -13,25 +13,47 @@ in-memory state, then the answer).
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
+from collections.abc import Callable
+from typing import TypeVar
 
-from gregor.coordinator.classic import ClassicGroup, ClassicState
-from gregor.coordinator.consumer_ops import GROUP_AUTHORIZED_OPERATIONS
-from gregor.coordinator.consumer_protocol import (
+from gregor.coordinator.common.append_errors import GROUP_APPEND_ERRORS
+from gregor.coordinator.common.outbox import Token
+from gregor.coordinator.common.timers import PartitionStatus
+from gregor.coordinator.group.classic import ClassicGroup, ClassicState
+from gregor.coordinator.group.consumer_group import ConsumerGroup
+from gregor.coordinator.group.consumer_ops import GROUP_AUTHORIZED_OPERATIONS
+from gregor.coordinator.group.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
     encode_assignment,
     encode_subscription,
 )
-from gregor.coordinator.core import CoordinatorCore, PartitionStatus, storage_error_to_coordinator
-from gregor.coordinator.records import Key, OffsetCommitKey, Value
+from gregor.coordinator.group.core import Group, GroupCore
+from gregor.coordinator.group.offset_ops import Offsets
+from gregor.coordinator.group.records import Key, OffsetCommitKey, Value
 from gregor.protocol.errors import ErrorCode
+from gregor.protocol.messages.consumer_group_describe import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+)
 from gregor.protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from gregor.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from gregor.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
 
+T = TypeVar("T")
 
-class AdminOps(CoordinatorCore):
-    def describe_groups(self, token: Any, req: DescribeGroupsRequest, version: int) -> None:
+
+class GroupAdmin:
+    """DescribeGroups, ListGroups and DeleteGroups (a deleted group's offsets are tombstoned
+    with ``Offsets.group_tombstones``)."""
+
+    def __init__(self, core: GroupCore, offsets: Offsets) -> None:
+        self.core = core
+        self.offsets = offsets
+
+    def describe_groups(
+        self, token: Token[DescribeGroupsResponse], req: DescribeGroupsRequest, version: int
+    ) -> None:
         G = DescribeGroupsResponse.Groups
         M = G.Members
         ops = (
@@ -41,7 +63,7 @@ class AdminOps(CoordinatorCore):
         )
         out = []
         for gid in req.groups:
-            err = self.partition_error(gid) if gid else ErrorCode.INVALID_GROUP_ID
+            err = self.core.partition_error(gid) if gid else ErrorCode.INVALID_GROUP_ID
             if err:
                 out.append(
                     G(
@@ -55,7 +77,7 @@ class AdminOps(CoordinatorCore):
                     )
                 )
                 continue
-            group = self.groups.get(gid)
+            group = self.core.groups.get(gid)
             if group is None or (isinstance(group, ClassicGroup) and group.is_(ClassicState.DEAD)):
                 out.append(
                     G(
@@ -98,7 +120,7 @@ class AdminOps(CoordinatorCore):
             for m in group.members.values():
                 assigned: dict[str, list[int]] = {}
                 for tid, ps in m.assigned.items():
-                    name = self.topics.topic_name(tid)
+                    name = self.core.topics.topic_name(tid)
                     if name is not None and ps:
                         assigned[name] = sorted(ps)
                 members.append(
@@ -107,7 +129,9 @@ class AdminOps(CoordinatorCore):
                         group_instance_id=m.instance_id,
                         client_id=m.client_id,
                         client_host=m.client_host,
-                        member_metadata=encode_subscription(sorted(self.member_topics(m, group))),
+                        member_metadata=encode_subscription(
+                            sorted(self.core.member_topics(m, group))
+                        ),
                         member_assignment=encode_assignment(assigned),
                     )
                 )
@@ -122,14 +146,16 @@ class AdminOps(CoordinatorCore):
                     authorized_operations=ops,
                 )
             )
-        self.reply(token, DescribeGroupsResponse(throttle_time_ms=0, groups=out))
+        self.core.reply(token, DescribeGroupsResponse(throttle_time_ms=0, groups=out))
 
-    def list_groups(self, token: Any, req: ListGroupsRequest, version: int) -> None:
+    def list_groups(
+        self, token: Token[ListGroupsResponse], req: ListGroupsRequest, version: int
+    ) -> None:
         states = {s.lower() for s in req.states_filter} if version >= 4 else set()
         types = {t.lower() for t in req.types_filter} if version >= 5 else set()
-        loading = any(s is PartitionStatus.LOADING for s in self.partitions.values())
+        loading = any(s is PartitionStatus.LOADING for s in self.core.partitions.values())
         out = []
-        for group in self.active_groups():
+        for group in self.core.active_groups():
             if isinstance(group, ClassicGroup):
                 if group.is_(ClassicState.DEAD):
                     continue
@@ -149,7 +175,7 @@ class AdminOps(CoordinatorCore):
                     group_type=group.TYPE,
                 )
             )
-        self.reply(
+        self.core.reply(
             token,
             ListGroupsResponse(
                 throttle_time_ms=0,
@@ -158,13 +184,15 @@ class AdminOps(CoordinatorCore):
             ),
         )
 
-    def delete_groups(self, token: Any, req: DeleteGroupsRequest, version: int) -> None:
+    def delete_groups(
+        self, token: Token[DeleteGroupsResponse], req: DeleteGroupsRequest, version: int
+    ) -> None:
         names = list(req.groups_names)
         results: dict[int, int] = {}
         waiting = [0]
 
         def finish() -> None:
-            self.reply(
+            self.core.reply(
                 token,
                 DeleteGroupsResponse(
                     throttle_time_ms=0,
@@ -176,11 +204,11 @@ class AdminOps(CoordinatorCore):
             )
 
         for i, gid in enumerate(names):
-            err = self.partition_error(gid) if gid else ErrorCode.INVALID_GROUP_ID
+            err = self.core.partition_error(gid) if gid else ErrorCode.INVALID_GROUP_ID
             if err:
                 results[i] = err
                 continue
-            group = self.groups.get(gid)
+            group = self.core.groups.get(gid)
             if group is None or (isinstance(group, ClassicGroup) and group.is_(ClassicState.DEAD)):
                 results[i] = ErrorCode.GROUP_ID_NOT_FOUND
                 continue
@@ -194,22 +222,106 @@ class AdminOps(CoordinatorCore):
             records: list[tuple[Key, Value | None]] = [
                 (OffsetCommitKey(gid, t, p), None) for t, p in sorted(group.offsets.committed)
             ]
-            records += self.group_tombstones(group)  # type: ignore[attr-defined]
+            records += self.offsets.group_tombstones(group)
             waiting[0] += 1
 
             def done(
-                code: int, _offset: int, i: int = i, gid: str = gid, group: Any = group
+                code: int, _offset: int, i: int = i, gid: str = gid, group: Group = group
             ) -> None:
                 if code:
-                    results[i] = storage_error_to_coordinator(code)
+                    results[i] = GROUP_APPEND_ERRORS(code)
                 else:
-                    if self.groups.get(gid) is group:
-                        self.remove_group(gid)
+                    if self.core.groups.get(gid) is group:
+                        self.core.remove_group(gid)
                     results[i] = 0
                 waiting[0] -= 1
                 if waiting[0] == 0:
                     finish()
 
-            self.write(gid, records, done)
+            self.core.write(gid, records, done)
         if waiting[0] == 0:
             finish()
+
+    # --- ConsumerGroupDescribe ---
+
+    def consumer_group_describe(
+        self,
+        token: Token[ConsumerGroupDescribeResponse],
+        req: ConsumerGroupDescribeRequest,
+        version: int,
+    ) -> None:
+        G = ConsumerGroupDescribeResponse.Groups
+        M = G.Members
+        A, TA = M.Assignment, M.TargetAssignment
+        out = []
+        ops = GROUP_AUTHORIZED_OPERATIONS if req.include_authorized_operations else -2147483648
+        for gid in req.group_ids:
+            err = self.core.partition_error(gid) if gid else ErrorCode.INVALID_GROUP_ID
+            if err:
+                out.append(G(error_code=err, error_message=None, group_id=gid))
+                continue
+            group = self.core.groups.get(gid)
+            if group is None:
+                out.append(
+                    G(
+                        error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                        error_message=f"Group {gid} not found.",
+                        group_id=gid,
+                    )
+                )
+                continue
+            if not isinstance(group, ConsumerGroup):
+                out.append(
+                    G(
+                        error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                        error_message=f"Group {gid} is not a consumer group.",
+                        group_id=gid,
+                    )
+                )
+                continue
+
+            def tps(a: dict[uuid.UUID, set[int]], make: Callable[..., T]) -> list[T]:
+                res = []
+                for t, ps in sorted(a.items(), key=lambda kv: str(kv[0])):
+                    if ps:
+                        res.append(
+                            make(
+                                topic_id=t,
+                                topic_name=self.core.topics.topic_name(t) or "",
+                                partitions=sorted(ps),
+                            )
+                        )
+                return res
+
+            members = [
+                M(
+                    member_id=m.member_id,
+                    instance_id=m.instance_id,
+                    rack_id=m.rack_id,
+                    member_epoch=m.member_epoch,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    subscribed_topic_names=list(m.subscribed_topic_names),
+                    subscribed_topic_regex=m.subscribed_topic_regex,
+                    assignment=A(topic_partitions=tps(m.assigned, A.TopicPartitions)),
+                    target_assignment=TA(
+                        topic_partitions=tps(group.target.get(m.member_id, {}), TA.TopicPartitions)
+                    ),
+                    member_type=1,  # v1+ (KIP-1099): every member of a consumer group speaks KIP-848
+                )
+                for m in group.members.values()
+            ]
+            out.append(
+                G(
+                    error_code=0,
+                    error_message=None,
+                    group_id=gid,
+                    group_state=group.describe_state(),
+                    group_epoch=group.group_epoch,
+                    assignment_epoch=group.assignment_epoch,
+                    assignor_name=group.assignor_name,
+                    members=members,
+                    authorized_operations=ops,
+                )
+            )
+        self.core.reply(token, ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=out))

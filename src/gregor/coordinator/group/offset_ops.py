@@ -21,14 +21,15 @@ restart from their reset policy; every client that reads the top-level error rea
 
 from __future__ import annotations
 
-from typing import Any
-
-from gregor.coordinator.classic import ClassicGroup, ClassicState
-from gregor.coordinator.consumer_group import ConsumerGroup
-from gregor.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
-from gregor.coordinator.core import CoordinatorCore, Group
-from gregor.coordinator.offsets import OffsetAndMetadata
-from gregor.coordinator.records import (
+from gregor.coordinator.common.append_errors import OFFSET_COMMIT_APPEND_ERRORS
+from gregor.coordinator.common.outbox import Token
+from gregor.coordinator.group.classic import ClassicGroup, ClassicState
+from gregor.coordinator.group.classic_ops import ClassicGroups
+from gregor.coordinator.group.consumer_group import ConsumerGroup
+from gregor.coordinator.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE
+from gregor.coordinator.group.core import Group, GroupCore
+from gregor.coordinator.group.offsets import OffsetAndMetadata
+from gregor.coordinator.group.records import (
     CONSUMER_GROUP_METADATA,
     CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
     ConsumerGroupKey,
@@ -44,27 +45,14 @@ from gregor.protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDe
 from gregor.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 
 
-def commit_error(code: int) -> int:
-    """Kafka's mapping of an append error for OffsetCommit."""
-    if code in (
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.NOT_ENOUGH_REPLICAS,
-        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-        ErrorCode.REQUEST_TIMED_OUT,
-    ):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
-        return ErrorCode.NOT_COORDINATOR
-    if code in (
-        ErrorCode.MESSAGE_TOO_LARGE,
-        ErrorCode.RECORD_LIST_TOO_LARGE,
-        ErrorCode.INVALID_FETCH_SIZE,
-    ):
-        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
-    return code
+class Offsets:
+    """OffsetCommit, OffsetFetch, OffsetDelete and offset retention (a classic member's
+    commit also counts as its heartbeat, so this manager uses ``ClassicGroups``)."""
 
+    def __init__(self, core: GroupCore, classic: ClassicGroups) -> None:
+        self.core = core
+        self.classic = classic
 
-class OffsetOps(CoordinatorCore):
     # --- OffsetCommit ---
 
     def _validate_commit(
@@ -109,25 +97,27 @@ class OffsetOps(CoordinatorCore):
         # got later - e.g. again after leaving and rejoining - may have been another member's
         # in between, so a commit from before is stale.
         for topic, p in partitions:
-            tid = self.topics.topic_id(topic)
+            tid = self.core.topics.topic_id(topic)
             since = None if tid is None else member.assignment_epochs.get((tid, p))
             if since is None or since > generation:
                 return stale
         return 0
 
-    def offset_commit(self, token: Any, req: OffsetCommitRequest, version: int) -> None:
+    def offset_commit(
+        self, token: Token[OffsetCommitResponse], req: OffsetCommitRequest, version: int
+    ) -> None:
         gid = req.group_id
         Topic, Part = OffsetCommitResponse.Topics, OffsetCommitResponse.Topics.Partitions
         results: dict[tuple[str, int], int] = {}
         order = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
 
         def respond() -> None:
-            topics: dict[str, list[Any]] = {}
+            topics: dict[str, list[OffsetCommitResponse.Topics.Partitions]] = {}
             for name, p in order:
                 topics.setdefault(name, []).append(
                     Part(partition_index=p, error_code=results[(name, p)])
                 )
-            self.reply(
+            self.core.reply(
                 token,
                 OffsetCommitResponse(
                     throttle_time_ms=0,
@@ -142,13 +132,13 @@ class OffsetOps(CoordinatorCore):
 
         if gid is None:
             return fail_all(ErrorCode.INVALID_GROUP_ID)
-        err = self.partition_error(gid)
+        err = self.core.partition_error(gid)
         if err:
             return fail_all(err)
         generation = req.generation_id_or_member_epoch if version >= 1 else -1
         member_id = (req.member_id or "") if version >= 1 else ""
         instance_id = req.group_instance_id if version >= 7 else None
-        group = self.groups.get(gid)
+        group = self.core.groups.get(gid)
         if group is None:
             # Kafka: a commit with generation/epoch -1 to an unknown group creates a "simple"
             # (classic, empty) group, whatever member id it names (a KIP-848 consumer using
@@ -158,20 +148,20 @@ class OffsetOps(CoordinatorCore):
                 return fail_all(
                     ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION
                 )
-            group = ClassicGroup(gid, state_timestamp=self.clock())
-            self.groups[gid] = group
+            group = ClassicGroup(gid, state_timestamp=self.core.clock())
+            self.core.groups[gid] = group
         code = self._validate_commit(group, member_id, instance_id, generation, version, order)
         if code:
             return fail_all(code)
-        now = self.clock()
+        now = self.core.clock()
         records: list[tuple[Key, Value | None]] = []
         staged: list[tuple[tuple[str, int], OffsetAndMetadata]] = []
         for t in req.topics:
-            count = self.topics.partition_count(t.name)
+            count = self.core.topics.partition_count(t.name)
             for p in t.partitions:
                 tp = (t.name, p.partition_index)
                 metadata = p.committed_metadata or ""
-                if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+                if len(metadata.encode()) > self.core.config.offset_metadata_max_bytes:
                     results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
                     continue
                 if count is None or not 0 <= p.partition_index < count:
@@ -196,27 +186,29 @@ class OffsetOps(CoordinatorCore):
                 )
         if isinstance(group, ClassicGroup) and member_id in group.members:
             member = group.members[member_id]
-            self.schedule_heartbeat_expiry(group, member, now + member.session_timeout_ms)
+            self.classic.schedule_heartbeat_expiry(group, member, now + member.session_timeout_ms)
         if not records:
             return respond()
 
         def done(code: int, base_offset: int) -> None:
             for i, (tp, oam) in enumerate(staged):
                 if code:
-                    results[tp] = commit_error(code)
+                    results[tp] = OFFSET_COMMIT_APPEND_ERRORS(code)
                 else:
                     oam.log_offset = base_offset + i if base_offset >= 0 else -1
-                    current = self.groups.get(gid)
+                    current = self.core.groups.get(gid)
                     if current is not None:
                         current.offsets.commit(tp, oam)
                     results[tp] = 0
             respond()
 
-        self.write(gid, records, done)
+        self.core.write(gid, records, done)
 
     # --- OffsetFetch ---
 
-    def offset_fetch(self, token: Any, req: OffsetFetchRequest, version: int) -> None:
+    def offset_fetch(
+        self, token: Token[OffsetFetchResponse], req: OffsetFetchRequest, version: int
+    ) -> None:
         require_stable = req.require_stable if version >= 7 else False
         if version >= 8:
             groups = [
@@ -249,7 +241,7 @@ class OffsetOps(CoordinatorCore):
             )
             out = []
             for (gid, _, _, _), (err, parts) in zip(groups, results, strict=True):
-                by_topic: dict[str, list[Any]] = {}
+                by_topic: dict[str, list[OffsetFetchResponse.Groups.Topics.Partitions]] = {}
                 for (t, p), (off, epoch, meta, code) in parts:
                     by_topic.setdefault(t, []).append(
                         P(
@@ -267,13 +259,13 @@ class OffsetOps(CoordinatorCore):
                         topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()],
                     )
                 )
-            self.reply(token, OffsetFetchResponse(throttle_time_ms=0, groups=out))
+            self.core.reply(token, OffsetFetchResponse(throttle_time_ms=0, groups=out))
             return
         T1, P1 = OffsetFetchResponse.Topics, OffsetFetchResponse.Topics.Partitions
         err, parts = results[0]
-        by_topic = {}
+        by_topic_v7: dict[str, list[OffsetFetchResponse.Topics.Partitions]] = {}
         for (t, p), (off, epoch, meta, code) in parts:
-            by_topic.setdefault(t, []).append(
+            by_topic_v7.setdefault(t, []).append(
                 P1(
                     partition_index=p,
                     committed_offset=off,
@@ -282,12 +274,12 @@ class OffsetOps(CoordinatorCore):
                     error_code=code,
                 )
             )
-        self.reply(
+        self.core.reply(
             token,
             OffsetFetchResponse(
                 throttle_time_ms=0,
                 error_code=err if version >= 2 else 0,
-                topics=[T1(name=t, partitions=ps) for t, ps in by_topic.items()],
+                topics=[T1(name=t, partitions=ps) for t, ps in by_topic_v7.items()],
             ),
         )
 
@@ -303,15 +295,17 @@ class OffsetOps(CoordinatorCore):
         """(group error, [((topic, partition), (offset, leader epoch, metadata, error))])."""
         missing = (-1, -1, "", 0)
 
-        def per_partition(code: int) -> list[Any]:
+        def per_partition(
+            code: int,
+        ) -> list[tuple[tuple[str, int], tuple[int, int, str | None, int]]]:
             return [((t, p), (-1, -1, "", code)) for t, ps in (topics or []) for p in ps]
 
-        err = self.partition_error(gid) if gid is not None else ErrorCode.INVALID_GROUP_ID
+        err = self.core.partition_error(gid) if gid is not None else ErrorCode.INVALID_GROUP_ID
         if err:
             # v0/v1 have no group-level error: carry it on every partition; v2-7 too, for the
             # clients that read no top-level error (see the module docstring).
             return (err, per_partition(err) if version < 8 else [])
-        group = self.groups.get(gid)
+        group = self.core.groups.get(gid)
         if isinstance(group, ConsumerGroup) and member_id is not None:
             member = group.members.get(member_id)
             if member is None:
@@ -343,23 +337,27 @@ class OffsetOps(CoordinatorCore):
 
     def _subscribed(self, group: Group, topic: str) -> bool:
         if isinstance(group, ConsumerGroup):
-            return topic in self.group_topics(group)
+            return topic in self.core.group_topics(group)
         subs = group.subscribed_topics()
         return True if subs is None else topic in subs
 
-    def offset_delete(self, token: Any, req: OffsetDeleteRequest, version: int) -> None:
+    def offset_delete(
+        self, token: Token[OffsetDeleteResponse], req: OffsetDeleteRequest, version: int
+    ) -> None:
         gid = req.group_id
         T, P = OffsetDeleteResponse.Topics, OffsetDeleteResponse.Topics.Partitions
 
         def top(code: int) -> None:
-            self.reply(token, OffsetDeleteResponse(error_code=code, throttle_time_ms=0, topics=[]))
+            self.core.reply(
+                token, OffsetDeleteResponse(error_code=code, throttle_time_ms=0, topics=[])
+            )
 
         if not gid:
             return top(ErrorCode.INVALID_GROUP_ID)
-        err = self.partition_error(gid)
+        err = self.core.partition_error(gid)
         if err:
             return top(err)
-        group = self.groups.get(gid)
+        group = self.core.groups.get(gid)
         if group is None or (isinstance(group, ClassicGroup) and group.is_(ClassicState.DEAD)):
             return top(ErrorCode.GROUP_ID_NOT_FOUND)
         if isinstance(group, ClassicGroup) and not group.is_(ClassicState.EMPTY):
@@ -386,7 +384,7 @@ class OffsetOps(CoordinatorCore):
         def respond(code: int = 0) -> None:
             if code:
                 return top(code)
-            self.reply(
+            self.core.reply(
                 token,
                 OffsetDeleteResponse(
                     error_code=0,
@@ -403,25 +401,25 @@ class OffsetOps(CoordinatorCore):
 
         def done(code: int, _offset: int) -> None:
             if code:
-                return respond(commit_error(code))
+                return respond(OFFSET_COMMIT_APPEND_ERRORS(code))
             for tp in doomed:
                 group.offsets.delete(tp)
             respond()
 
-        self.write(gid, records, done)
+        self.core.write(gid, records, done)
 
     # --- retention ---
 
     def ensure_retention_timer(self) -> None:
-        if self.timers.deadline(("retention",)) is None:
-            self.timers.schedule(
+        if self.core.timers.deadline(("retention",)) is None:
+            self.core.timers.schedule(
                 ("retention",),
-                self.clock() + self.config.offsets_retention_check_interval_ms,
+                self.core.clock() + self.core.config.offsets_retention_check_interval_ms,
                 self._run_retention,
             )
 
     def _expired_offsets(self, group: Group, now: int) -> list[tuple[str, int]]:
-        retention = self.config.offsets_retention_ms
+        retention = self.core.config.offsets_retention_ms
         offsets = group.offsets
         if isinstance(group, ClassicGroup):
             if group.is_(ClassicState.EMPTY) or group.protocol_type is None:
@@ -439,7 +437,7 @@ class OffsetOps(CoordinatorCore):
             else:
                 return []
         else:
-            subscribed, empty_since = self.group_topics(group), -1
+            subscribed, empty_since = self.core.group_topics(group), -1
         out = []
         for tp, oam in offsets.committed.items():
             if tp[0] in subscribed or offsets.has_pending(tp):
@@ -454,8 +452,8 @@ class OffsetOps(CoordinatorCore):
         return out
 
     def _run_retention(self) -> None:
-        now = self.clock()
-        for group in self.active_groups():
+        now = self.core.clock()
+        for group in self.core.active_groups():
             gid = group.group_id
             expired = self._expired_offsets(group, now)
             records: list[tuple[Key, Value | None]] = []
@@ -467,12 +465,12 @@ class OffsetOps(CoordinatorCore):
             )
             if empty and not len(group.offsets) and not group.offsets.pending_txn:
                 records.extend(self.group_tombstones(group))
-                self.remove_group(gid)
+                self.core.remove_group(gid)
             if records:
-                self.write(gid, records)
-        self.timers.schedule(
+                self.core.write(gid, records)
+        self.core.timers.schedule(
             ("retention",),
-            now + self.config.offsets_retention_check_interval_ms,
+            now + self.core.config.offsets_retention_check_interval_ms,
             self._run_retention,
         )
 

@@ -1,11 +1,12 @@
 """The share coordinator (KIP-932): durable share-partition state in ``__share_group_state``.
 
 Theory of operation. Like the transaction coordinator this is a state machine without I/O:
-requests come with a token, writes to the internal topic and replies go to an outbox that the
-broker's ``CoordinatorRuntime`` drains. The state of a share partition (``share_state``) is
-kept by the partition of ``__share_group_state`` that its key ``group:topic_id:partition``
-hashes to, and only while this broker leads that partition (loaded by replaying it; until
-then COORDINATOR_LOAD_IN_PROGRESS, and NOT_COORDINATOR for partitions led elsewhere).
+requests come with a typed token, writes to the internal topic and replies go to the shared
+outbox (``coordinator.common.outbox``) that the broker's ``CoordinatorRuntime`` drains. The
+state of a share partition (``share.state``) is kept by the partition of
+``__share_group_state`` that its key ``group:topic_id:partition`` hashes to, and only while
+this broker leads that partition (loaded by replaying it; until then
+COORDINATOR_LOAD_IN_PROGRESS, and NOT_COORDINATOR for partitions led elsewhere).
 
 Fencing, as Kafka's share coordinator does it: a request with an older leader epoch than the
 stored one is FENCED_LEADER_EPOCH (a share-partition leader that lost leadership), and an
@@ -16,14 +17,16 @@ from then on. Each write is a whole snapshot: it replaces the stored state once 
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, NamedTuple
+from typing import Never, TypeVar
 
-from gregor.coordinator.partitioning import partition_for
-from gregor.coordinator.share_state import (
+from gregor.coordinator.common.append_errors import SHARE_STATE_APPEND_ERRORS
+from gregor.coordinator.common.outbox import Outbox, Output, Token
+from gregor.coordinator.common.partitioning import partition_for
+from gregor.coordinator.common.timers import PartitionStatus
+from gregor.coordinator.share.state import (
     ShareKey,
     ShareSnapshot,
     StateBatch,
@@ -39,16 +42,7 @@ from gregor.protocol.records.header import iter_batches
 
 log = logging.getLogger("gregor.coordinator.share")
 
-
-class ShareLogWrite(NamedTuple):
-    id: int
-    partition: int
-    batch: bytes
-
-
-class ShareReply(NamedTuple):
-    token: Any
-    result: Any
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,22 +63,17 @@ class ShareCoordinator:
         self.num_partitions = num_partitions
         self.clock = clock
         self.states: dict[ShareKey, ShareSnapshot] = {}
-        self.partitions: dict[int, bool] = {}  # -> loaded
-        self._writes: list[ShareLogWrite] = []
-        self._replies: list[ShareReply] = []
-        self._callbacks: dict[int, Callable[[int], None]] = {}
-        self._ids = itertools.count(1)
+        self.partitions: dict[int, PartitionStatus] = {}
+        self.outbox: Outbox[Never] = Outbox()
 
     # --- the runtime's shard interface ---
 
-    def take(self) -> tuple[list[ShareLogWrite], list[ShareReply]]:
-        out = (self._writes, self._replies)
-        self._writes, self._replies = [], []
-        return out
+    def take(self) -> Output[Never]:
+        return self.outbox.take()
 
     @property
     def has_output(self) -> bool:
-        return bool(self._writes or self._replies)
+        return self.outbox.has_output
 
     def next_deadline(self) -> int | None:
         return None
@@ -99,7 +88,7 @@ class ShareCoordinator:
         return self.partition_for(share_key_text(key))
 
     def begin_load(self, partition: int) -> None:
-        self.partitions[partition] = False
+        self.partitions[partition] = PartitionStatus.LOADING
 
     def load_batches(self, partition: int, data: bytes | memoryview) -> None:
         for pos, h in iter_batches(data):
@@ -121,26 +110,26 @@ class ShareCoordinator:
                 else:
                     self.states[key] = value
 
-    def complete_load(self, partition: int) -> None:
-        self.partitions[partition] = True
+    def complete_load(self, partition: int, leader_epoch: int = -1) -> None:
+        """The partition is read to its end: serve its keys (requests carry the epochs that
+        fence, so the partition's leader epoch is not needed)."""
+        self.partitions[partition] = PartitionStatus.ACTIVE
 
     def unload(self, partition: int) -> None:
         self.partitions.pop(partition, None)
         for key in [k for k in self.states if self.partition_of(k) == partition]:
             del self.states[key]
 
-    def write_complete(self, write_id: int, error: int) -> None:
-        cb = self._callbacks.pop(write_id, None)
-        if cb is not None:
-            cb(error)
+    def write_complete(self, write_id: int, error_code: int, base_offset: int = -1) -> None:
+        self.outbox.write_complete(write_id, error_code, base_offset)
 
     # --- helpers ---
 
     def _error(self, key: ShareKey) -> int:
-        loaded = self.partitions.get(self.partition_of(key))
-        if loaded is None:
+        status = self.partitions.get(self.partition_of(key))
+        if status is None:
             return ErrorCode.NOT_COORDINATOR
-        return 0 if loaded else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return 0 if status is PartitionStatus.ACTIVE else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
 
     def _write(
         self, key: ShareKey, snapshot: ShareSnapshot | None, done: Callable[[int], None]
@@ -149,30 +138,26 @@ class ShareCoordinator:
         b.append(
             self.clock(), encode_key(key), None if snapshot is None else encode_value(snapshot)
         )
-        wid = next(self._ids)
         partition = self.partition_of(key)
 
-        def written(code: int) -> None:
-            if code == 0 and self.partitions.get(partition):
+        def written(code: int, _base_offset: int) -> None:
+            if code == 0 and self.partitions.get(partition) is PartitionStatus.ACTIVE:
                 if snapshot is None:
                     self.states.pop(key, None)
                 else:
                     self.states[key] = snapshot
-            done(
-                code
-                if code == 0 or code in (ErrorCode.NOT_COORDINATOR,)
-                else ErrorCode.COORDINATOR_NOT_AVAILABLE
-            )
+            done(SHARE_STATE_APPEND_ERRORS(code))
 
-        self._callbacks[wid] = written
-        self._writes.append(ShareLogWrite(wid, partition, b.build()))
+        self.outbox.write(partition, b.build(), written)
 
-    def _reply(self, token: Any, result: Any) -> None:
-        self._replies.append(ShareReply(token, result))
+    def _reply(self, token: Token[T], result: T) -> None:
+        self.outbox.reply(token, result)
 
     # --- the state APIs ---
 
-    def initialize(self, token: Any, key: ShareKey, state_epoch: int, start_offset: int) -> None:
+    def initialize(
+        self, token: Token[int], key: ShareKey, state_epoch: int, start_offset: int
+    ) -> None:
         err = self._error(key)
         if err:
             return self._reply(token, err)
@@ -188,7 +173,9 @@ class ShareCoordinator:
         )
         self._write(key, snapshot, lambda code: self._reply(token, code))
 
-    def read(self, token: Any, key: ShareKey, leader_epoch: int, summary: bool = False) -> None:
+    def read(
+        self, token: Token[ReadResult], key: ShareKey, leader_epoch: int, summary: bool = False
+    ) -> None:
         err = self._error(key)
         if err:
             return self._reply(token, ReadResult(err))
@@ -220,7 +207,7 @@ class ShareCoordinator:
 
     def write(
         self,
-        token: Any,
+        token: Token[int],
         key: ShareKey,
         state_epoch: int,
         leader_epoch: int,
@@ -245,7 +232,7 @@ class ShareCoordinator:
         )
         self._write(key, snapshot, lambda code: self._reply(token, code))
 
-    def delete(self, token: Any, key: ShareKey) -> None:
+    def delete(self, token: Token[int], key: ShareKey) -> None:
         err = self._error(key)
         if err:
             return self._reply(token, err)
