@@ -42,8 +42,13 @@ from gregor.broker.controller.controller_apis import ControllerService
 from gregor.broker.controller.controller_propagation import ControllerPropagation
 from gregor.broker.controller.controller_requests import ControllerRequests
 from gregor.broker.controller.liveness import BrokerLiveness
-from gregor.broker.coordinator_runtime import wall_clock_ms
-from gregor.broker.group_service import GroupService
+from gregor.broker.coordination.coordinator_runtime import wall_clock_ms
+from gregor.broker.coordination.group_service import GroupService
+from gregor.broker.coordination.producer_ids import ProducerIdManager
+from gregor.broker.coordination.share_partitions import SharePartitions, ShareSettings
+from gregor.broker.coordination.share_service import SharePersister, ShareService
+from gregor.broker.coordination.shares import Shares
+from gregor.broker.coordination.txn_service import TxnService
 from gregor.broker.handlers import HANDLERS
 from gregor.broker.metadata_publisher import MetadataPublisher, initial_delta
 from gregor.broker.metrics.broker_metrics import BrokerMetrics
@@ -53,16 +58,11 @@ from gregor.broker.net.acceptor import Acceptor
 from gregor.broker.net.connection_quotas import ConnectionQuotas
 from gregor.broker.net.dispatch import Dispatcher
 from gregor.broker.net.server import Connection, close_excess, close_idle, start_listener
-from gregor.broker.producer_ids import ProducerIdManager
 from gregor.broker.replication.alter_partition import ALTER_PARTITION_VERSION, AlterPartitionManager
 from gregor.broker.replication.fetch_session import FetchSessionCache
 from gregor.broker.replication.replica_fetcher import FetcherConfig, ReplicaFetchers
 from gregor.broker.replication.replica_manager import ReplicaManager
 from gregor.broker.replication.table_topics import wanted_translations
-from gregor.broker.share_partitions import SharePartitions, ShareSettings
-from gregor.broker.share_service import SharePersister, ShareService
-from gregor.broker.shares import Shares
-from gregor.broker.txn_service import TxnService
 from gregor.cluster.etcd_url import is_etcd_url
 from gregor.cluster.image import (
     BrokerEndpoint,

@@ -31,8 +31,8 @@ from gregor.broker.common.topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TO
 from gregor.broker.config.broker_config import BrokerConfig
 from gregor.broker.config.dynamic_configs import broker_layers, effective_props
 from gregor.broker.config.topic_configs import ConfigResourceType
-from gregor.broker.coordinator_runtime import CoordinatorRuntime
-from gregor.broker.group_service import GroupService
+from gregor.broker.coordination.coordinator_runtime import CoordinatorRuntime
+from gregor.broker.coordination.group_service import GroupService
 from gregor.broker.replication.replica_manager import ReplicaManager
 from gregor.cluster.image import EMPTY, MetadataDelta, MetadataImage, PartitionImage, TopicImage
 from gregor.storage.config import from_broker_props

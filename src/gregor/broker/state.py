@@ -25,14 +25,14 @@ if TYPE_CHECKING:  # the services import nothing from here; this only names thei
     from gregor.broker.admin.topic_admin import TopicAdmin
     from gregor.broker.controller.controller_apis import ControllerService
     from gregor.broker.controller.controller_requests import ControllerRequests
-    from gregor.broker.group_service import GroupService
+    from gregor.broker.coordination.group_service import GroupService
+    from gregor.broker.coordination.producer_ids import ProducerIdManager
+    from gregor.broker.coordination.shares import Shares
+    from gregor.broker.coordination.txn_service import TxnService
     from gregor.broker.metrics.broker_metrics import BrokerMetrics
     from gregor.broker.metrics.client_telemetry import ClientTelemetry
-    from gregor.broker.producer_ids import ProducerIdManager
     from gregor.broker.replication.fetch_session import FetchSessionCache
     from gregor.broker.replication.replica_manager import ReplicaManager
-    from gregor.broker.shares import Shares
-    from gregor.broker.txn_service import TxnService
     from gregor.security.authorizer import AclAuthorizer
     from gregor.storage.manager import LogManager
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from gregor.broker.common.errors import code_of
 from gregor.broker.common.events import log_event
-from gregor.broker.producer_ids import PRODUCER_ID_BLOCK_SIZE
+from gregor.broker.coordination.producer_ids import PRODUCER_ID_BLOCK_SIZE
 from gregor.cluster.image import MetadataDelta, MetadataImage, PartitionImage
 from gregor.cluster.store import MetadataStore
 from gregor.protocol.errors import ErrorCode, KafkaError

@@ -7,7 +7,7 @@ described by :mod:`gregor.broker.config.topic_configs`. A broker's values come f
 override, the cluster-wide dynamic default (broker resource name ""), ``server.properties``
 and Kafka's default, in that order (:mod:`gregor.broker.config.dynamic_configs`); DescribeConfigs
 reports each key with its source and marks read-only the keys Kafka cannot change
-dynamically. Group configs are :mod:`gregor.broker.group_configs`. Broker and group overrides
+dynamically. Group configs are :mod:`gregor.broker.coordination.group_configs`. Broker and group overrides
 are stored in the metadata image as config resources. Loggers cannot be altered.
 
 AlterConfigs replaces a resource's whole override set; IncrementalAlterConfigs edits it key by key
@@ -51,7 +51,11 @@ from gregor.broker.config.topic_configs import (
     effective_value,
     split_list,
 )
-from gregor.broker.group_configs import check_group_name, describe_group, validate_group_overrides
+from gregor.broker.coordination.group_configs import (
+    check_group_name,
+    describe_group,
+    validate_group_overrides,
+)
 from gregor.broker.handlers.authz import (
     CLUSTER_NAME,
     AclOperation,

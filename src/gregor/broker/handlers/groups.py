@@ -55,8 +55,8 @@ from gregor.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetc
 from gregor.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 
 if TYPE_CHECKING:
-    from gregor.broker.group_service import GroupService
-    from gregor.broker.txn_service import TxnService
+    from gregor.broker.coordination.group_service import GroupService
+    from gregor.broker.coordination.txn_service import TxnService
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from gregor.broker.access.authorized_ops import authorized_operations
 from gregor.broker.controller import features
+from gregor.broker.coordination.share_partitions import AckBatch, TopicPartition
 from gregor.broker.handlers.authz import (
     AclOperation,
     ResourceType,
@@ -25,7 +26,6 @@ from gregor.broker.handlers.authz import (
     ops_authorizer,
 )
 from gregor.broker.handlers.registry import handles
-from gregor.broker.share_partitions import AckBatch, TopicPartition
 from gregor.broker.state import RequestContext
 from gregor.coordinator.share.state import ShareKey, StateBatch
 from gregor.protocol.errors import ErrorCode

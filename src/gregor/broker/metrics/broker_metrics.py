@@ -45,7 +45,7 @@ from prometheus_client.registry import Collector
 from gregor.protocol.messages import API_KEYS
 
 if TYPE_CHECKING:
-    from gregor.broker.group_service import GroupService
+    from gregor.broker.coordination.group_service import GroupService
     from gregor.broker.metrics.client_telemetry import ClientTelemetry
     from gregor.broker.replication.replica_manager import ReplicaManager
     from gregor.cluster.image import MetadataImage

@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from gregor.broker.share_partitions import SharePartitions
-from gregor.broker.share_service import ShareService
+from gregor.broker.coordination.share_partitions import SharePartitions
+from gregor.broker.coordination.share_service import ShareService
 from gregor.coordinator.share.group import HeartbeatResult, ShareGroups
 
 log = logging.getLogger("gregor.broker.share")

@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from gregor.broker.config import BrokerConfig
-from gregor.broker.errors import kafka_error
-from gregor.broker.topic_configs import ConfigEntry, ConfigSource, ConfigType
+from gregor.broker.common.errors import kafka_error
+from gregor.broker.config.broker_config import BrokerConfig
+from gregor.broker.config.topic_configs import ConfigEntry, ConfigSource, ConfigType
 from gregor.protocol.errors import ErrorCode
 
 __all__ = ["GROUP_CONFIGS", "check_group_name", "describe_group", "validate_group_overrides"]

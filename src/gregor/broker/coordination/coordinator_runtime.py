@@ -45,8 +45,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
-from gregor.broker.errors import code_of
-from gregor.broker.events import log_event
+from gregor.broker.common.errors import code_of
+from gregor.broker.common.events import log_event
 from gregor.cluster.image import MetadataImage
 from gregor.coordinator.common.outbox import Output, Reply, Token, Write
 from gregor.protocol.errors import ErrorCode, KafkaError

@@ -30,10 +30,10 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from gregor.broker.events import log_event
-from gregor.broker.partition import READ_COMMITTED, READ_UNCOMMITTED
-from gregor.broker.replica_manager import ReplicaManager
-from gregor.broker.share_service import SharePersister
+from gregor.broker.common.events import log_event
+from gregor.broker.coordination.share_service import SharePersister
+from gregor.broker.replication.partition import READ_COMMITTED, READ_UNCOMMITTED
+from gregor.broker.replication.replica_manager import ReplicaManager
 from gregor.cluster.image import MetadataImage
 from gregor.coordinator.share.partition import SharePartition
 from gregor.coordinator.share.state import ACKNOWLEDGED, ARCHIVED

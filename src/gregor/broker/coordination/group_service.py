@@ -13,14 +13,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable
 
-from gregor.broker.coordinator_runtime import (
+from gregor.broker.common.topics import OFFSETS_TOPIC
+from gregor.broker.coordination.coordinator_runtime import (
     CoordinatorRuntime,
     InternalTopic,
     PartitionWriter,
     TopicCreator,
     wall_clock_ms,
 )
-from gregor.broker.topics import OFFSETS_TOPIC
 from gregor.cluster.image import MetadataImage
 from gregor.coordinator import CoordinatorConfig, GroupCoordinator
 from gregor.protocol.errors import ErrorCode

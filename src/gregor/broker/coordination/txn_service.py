@@ -30,16 +30,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
 
-from gregor.broker.coordinator_runtime import (
+from gregor.broker.channels.txn_routing import TxnRouting
+from gregor.broker.common.topics import TXN_TOPIC
+from gregor.broker.coordination.coordinator_runtime import (
     CoordinatorRuntime,
     InternalTopic,
     PartitionWriter,
     TopicCreator,
     wall_clock_ms,
 )
-from gregor.broker.inter_broker import TxnRouting
-from gregor.broker.producer_ids import ProducerIdManager
-from gregor.broker.topics import TXN_TOPIC
+from gregor.broker.coordination.producer_ids import ProducerIdManager
 from gregor.coordinator.txn.coordinator import (
     EndTxnResult,
     InitProducerIdResult,

@@ -14,15 +14,15 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
-from gregor.broker.coordinator_runtime import (
+from gregor.broker.channels.broker_channels import BrokerChannels
+from gregor.broker.common.topics import SHARE_STATE_TOPIC
+from gregor.broker.coordination.coordinator_runtime import (
     CoordinatorRuntime,
     InternalTopic,
     PartitionWriter,
     TopicCreator,
     wall_clock_ms,
 )
-from gregor.broker.inter_broker import BrokerChannels
-from gregor.broker.topics import SHARE_STATE_TOPIC
 from gregor.cluster.image import MetadataImage
 from gregor.coordinator.share.coordinator import ReadResult, ShareCoordinator, share_key_text
 from gregor.coordinator.share.state import ShareKey, StateBatch
