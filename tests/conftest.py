@@ -44,6 +44,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis_budget import FAST_PROFILE
+from suite_order import long_first
 
 settings.register_profile("gregor", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile(FAST_PROFILE, settings.get_profile("gregor"), max_examples=20)
@@ -103,32 +104,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("jvm") is not None:
             item.add_marker(pytest.mark.xdist_group("jvm"))
-    items.sort(key=_long_first)
-
-
-#: Modules whose tests take minutes (a crash test of many broker restarts, chaos runs, the
-#: README's snippets, the launcher's Ctrl-C tests), in the order they are handed out first: the
-#: two xdist workers start on them rather than finding them in the last minutes of a run, where
-#: one worker would run them alone while the other has nothing left. Whole modules move (their
-#: module fixtures are set up once); the order of everything else stays as collected. The Spark
-#: modules are not here: their JVMs use the class-data-sharing archive built in the background
-#: at the start of the run (pytest_configure), which is not there yet in the first minutes.
-LONG_FIRST = (
-    "tables/test_tables_crash.py",
-    "test_readme.py",
-    "chaos/test_chaos_run.py",
-    "pipelines/test_pipeline_output_dir.py",
-    "cluster/test_append_checker.py",
-    "chaos/test_hold_and_release.py",
-)
-
-
-def _long_first(item: pytest.Item) -> int:
-    try:
-        module = item.path.relative_to(TESTS).as_posix()
-    except ValueError:
-        return len(LONG_FIRST)
-    return LONG_FIRST.index(module) if module in LONG_FIRST else len(LONG_FIRST)
+    items.sort(key=long_first)
 
 
 #: Modules allowed to start a process in the fast run (a caller's stack holding one goes

@@ -4,7 +4,7 @@ collection puts their tests before every other test."""
 from __future__ import annotations
 
 import pytest
-from conftest import LONG_FIRST, TESTS
+from suite_order import LONG_FIRST, TESTS
 
 
 def test_every_long_first_module_exists() -> None:
