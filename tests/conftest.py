@@ -21,7 +21,11 @@ every ``jvm`` test carries ``xdist_group("jvm")`` so that ``--dist loadgroup`` (
 Hypothesis: no test here is about how long one example takes, so examples have no deadline
 (the default 200 ms fails at random when both cores are busy: a fuzzed zstd header that claims
 a 64 MiB frame costs ~0.2 s on a quiet machine and over 1 s on a loaded one), and the
-``too_slow`` health check, which times data generation, is off for the same reason.
+``too_slow`` health check, which times data generation, is off for the same reason. Two
+profiles: ``gregor`` for the whole run (every test's own ``max_examples``, 100 where it sets
+none) and ``gregor-fast`` for the fast run (a fifth of each count, ``tests/hypothesis_budget.py``;
+20 where a test sets none), loaded by ``pytest_configure`` from the run's marker expression
+before any test module is imported.
 
 Spark: a run that takes in the whole ``tests/spark/`` folder builds a class-data-sharing archive
 of Spark's classes in the background (``gregor.testing.jvm_archive``); the Spark tests' JVMs use
@@ -39,8 +43,11 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+from hypothesis_budget import FAST_PROFILE
+from suite_order import long_first
 
 settings.register_profile("gregor", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(FAST_PROFILE, settings.get_profile("gregor"), max_examples=20)
 settings.load_profile("gregor")
 
 TESTS = Path(__file__).parent
@@ -97,6 +104,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("jvm") is not None:
             item.add_marker(pytest.mark.xdist_group("jvm"))
+    items.sort(key=long_first)
 
 
 #: Modules allowed to start a process in the fast run (a caller's stack holding one goes
@@ -175,6 +183,8 @@ def _runs_all_spark_tests(config: pytest.Config) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # the fast run (and only it) searches with fewer examples; workers decide it for themselves
+    settings.load_profile(FAST_PROFILE if _guards_processes(config) else "gregor")
     # the controller only (xdist workers have workerinput): the workers, started after this,
     # inherit the variable that names the archive's directory
     if hasattr(config, "workerinput") or "GREGOR_TEST_JVM_ARCHIVE" in os.environ:

@@ -12,6 +12,7 @@ import pytest
 from codec_strategies import all_messages, message_def, message_strategy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from gregor.protocol.connection import ClientConnection, ServerConnection
 from gregor.protocol.exceptions import ProtocolError
@@ -36,7 +37,7 @@ def decode_or_protocol_error(cls, data, version) -> None:
     obj.encode(version)  # whatever decodes must encode again
 
 
-@settings(max_examples=600, **FAST)
+@settings(max_examples=examples(600), **FAST)
 @given(st.sampled_from(CLASSES), st.binary(max_size=64))
 def test_random_bytes(cls_version, data: bytes) -> None:
     cls, v = cls_version
@@ -62,7 +63,7 @@ def _mutate(data: bytes, draw) -> bytes:
 
 
 @pytest.mark.parametrize("api,kind", all_messages())
-@settings(max_examples=8, **FAST)
+@settings(max_examples=examples(8), **FAST)
 @given(data=st.data())
 def test_mutated_valid_encodings(api: str, kind: str, data: st.DataObject) -> None:
     m = message_def(api, kind)
@@ -82,7 +83,7 @@ def _frame(body: bytes) -> bytes:
     return struct.pack(">i", len(body)) + body
 
 
-@settings(max_examples=150, **FAST)
+@settings(max_examples=examples(150), **FAST)
 @given(st.lists(st.binary(max_size=40), max_size=4), st.binary(max_size=8))
 def test_server_connection_byte_by_byte(bodies: list[bytes], tail: bytes) -> None:
     stream = b"".join(_frame(b) for b in bodies) + tail
@@ -94,7 +95,7 @@ def test_server_connection_byte_by_byte(bodies: list[bytes], tail: bytes) -> Non
         pass
 
 
-@settings(max_examples=60, **FAST)
+@settings(max_examples=examples(60), **FAST)
 @given(data=st.data())
 def test_server_connection_mutated_requests_byte_by_byte(data: st.DataObject) -> None:
     api, kind = data.draw(st.sampled_from([a for a in all_messages() if a[1] == "request"]))
@@ -111,7 +112,7 @@ def test_server_connection_mutated_requests_byte_by_byte(data: st.DataObject) ->
         pass
 
 
-@settings(max_examples=150, **FAST)
+@settings(max_examples=examples(150), **FAST)
 @given(st.binary(max_size=64), st.integers(1, 7))
 def test_frame_decoder_any_chunking(stream: bytes, step: int) -> None:
     whole = FrameDecoder(max_frame_size=100)

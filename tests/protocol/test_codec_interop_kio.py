@@ -12,6 +12,7 @@ import pytest
 from codec_strategies import Options, all_messages, message_def, message_strategy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from gregor.protocol.messages import API_BY_NAME
 
@@ -23,7 +24,7 @@ from kio.static.constants import EntityType  # noqa: E402
 pytestmark = pytest.mark.interop
 
 SETTINGS = settings(
-    max_examples=4,
+    max_examples=examples(4),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

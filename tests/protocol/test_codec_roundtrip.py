@@ -6,11 +6,12 @@ import pytest
 from codec_strategies import all_messages, message_def, message_strategy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from gregor.protocol.messages import API_BY_NAME
 
 SETTINGS = settings(
-    max_examples=5,
+    max_examples=examples(5),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

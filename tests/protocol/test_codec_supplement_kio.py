@@ -27,6 +27,7 @@ import pytest
 from codec_strategies import Options, message_def, message_strategy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from gregor.protocol.messages import API_BY_NAME
 from gregor.protocol.messages.describe_share_group_offsets import DescribeShareGroupOffsetsResponse
@@ -169,7 +170,7 @@ def test_every_supplement_layout_is_listed() -> None:
     ("api", "kind", "version"), LAYOUTS, ids=[f"{a}-{k}-v{v}" for a, k, v in LAYOUTS]
 )
 @settings(
-    max_examples=25,
+    max_examples=examples(25),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

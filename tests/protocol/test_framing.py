@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.framing import (
@@ -199,7 +200,7 @@ def _read(reader: Any, stream: bytes, reads: list[int], keep: list[tuple[int, An
     return out
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(
     sizes=st.lists(
         st.one_of(st.integers(0, 200), st.integers(60_000, 70_000), st.integers(100_000, 300_000)),
@@ -272,7 +273,7 @@ def test_new_buffer_is_a_writable_bytearray_of_the_size(impl: str) -> None:
     assert buf[-1] == 7
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     sizes=st.lists(
         st.one_of(st.integers(0, 50), st.integers(1000, 300_000)), min_size=1, max_size=8

@@ -7,6 +7,7 @@ import uuid
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from gregor.protocol.primitives import (
     ProtocolError,
@@ -106,7 +107,7 @@ def test_truncated_varint() -> None:
         Reader(b"").unsigned_varint()
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(st.integers(-(2**31), 2**31 - 1))
 def test_varint_roundtrip(n: int) -> None:
     data = varint_bytes(n)
@@ -114,7 +115,7 @@ def test_varint_roundtrip(n: int) -> None:
     assert read_varint(data, 0) == (n, len(data))
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(st.integers(-(2**63), 2**63 - 1))
 def test_varlong_roundtrip(n: int) -> None:
     data = varlong_bytes(n)
@@ -270,7 +271,7 @@ def test_tag_buffer_sorted_and_read_back() -> None:
         read_tag_buffer(b"\x01\x00\x05ab", 0)  # size past the end
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(
     st.text(st.characters(blacklist_categories=("Cs",)), max_size=20),
     st.one_of(st.none(), st.binary(max_size=20)),

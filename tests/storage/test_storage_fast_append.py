@@ -15,6 +15,7 @@ import pytest
 from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from gregor.storage import fast_append
 
@@ -108,7 +109,7 @@ def test_compiled_and_reference_fast_paths_agree(tmp_path: Path) -> None:
 @pytest.mark.skipif(
     fast_append.implementation() != "cython", reason="the compiled fast path is not built here"
 )
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(data=st.binary(max_size=5000), start=st.integers(0, 15))
 def test_compiled_crc_matches_the_crc32c_package(data: bytes, start: int) -> None:
     """The fast path's CRC32C (the CPU's instruction in three interleaved streams where there

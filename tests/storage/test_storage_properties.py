@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis_budget import examples
 from storage_helpers import T0, Clock, batch, check_log, config, read_records
 
 from gregor.storage import Log, LogCleaner
@@ -242,7 +243,7 @@ class LogMachine(RuleBasedStateMachine):
 
 TestLogMachine = LogMachine.TestCase
 TestLogMachine.settings = settings(
-    max_examples=50,
+    max_examples=examples(50),
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

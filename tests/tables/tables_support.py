@@ -56,6 +56,28 @@ def committed_offsets(data_dir: Path, topic: str) -> dict[int, int]:
     return table_offsets(open_table(data_dir, topic))
 
 
+class CommittedOffsets:
+    """``committed_offsets`` asked again and again (a wait's condition, across broker
+    restarts): the catalog is opened once the table exists and then kept, where each ask of
+    ``committed_offsets`` opens it twice (a SQLAlchemy engine and the catalog's table check
+    each time). Each ask still loads the table's current metadata from the catalog."""
+
+    def __init__(self, data_dir: Path, topic: str) -> None:
+        self.data_dir = data_dir
+        self.topic = topic
+        self._catalog: Any = None
+        self._namespace = ""
+
+    def __call__(self) -> dict[int, int]:
+        if self._catalog is None:
+            if not table_exists(self.data_dir, self.topic):
+                return {}
+            settings = catalog_settings({}, str(self.data_dir))
+            self._catalog = load_catalog(settings.name, **settings.load_properties())
+            self._namespace = settings.namespace
+        return table_offsets(self._catalog.load_table((self._namespace, self.topic)))
+
+
 def table_rows(data_dir: Path, topic: str) -> list[Row]:
     """Every row of the table, ordered by (partition, offset) as the table's files hold them
     (none before the broker made the table)."""

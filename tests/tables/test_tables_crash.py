@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaException, Producer
 from tables_support import (
+    CommittedOffsets,
     assert_prefix,
-    committed_offsets,
     create_table_topic,
     end_offsets,
     table_rows,
@@ -32,7 +32,9 @@ PARTITIONS = 2
 MAX_CHUNKS = 10
 
 
-def produce_until_dead(broker: BrokerProcess, data_dir: Path, rng: random.Random, tag: str) -> None:
+def produce_until_dead(
+    broker: BrokerProcess, table: CommittedOffsets, rng: random.Random, tag: str
+) -> None:
     """Chunks of records until the broker has died at its crash point: each chunk is flushed
     and then read and committed by the translator (or the broker dies on the way), so every
     point of the cycle comes round once a chunk."""
@@ -52,30 +54,31 @@ def produce_until_dead(broker: BrokerProcess, data_dir: Path, rng: random.Random
             headers = [("round", tag.encode())] if i % 2 else None
             p.produce(TOPIC, f"{tag}:{chunk}:{i}".encode(), key, headers=headers)
         p.flush(10)
-        wait_until(lambda: died_or_caught_up(broker, data_dir))
+        wait_until(lambda: died_or_caught_up(broker, table))
         if broker.proc.poll() is not None:
             break
     p.purge()
     p.flush(0)
 
 
-def caught_up(broker: BrokerProcess, data_dir: Path) -> bool:
+def caught_up(broker: BrokerProcess, table: CommittedOffsets) -> bool:
     ends = end_offsets(broker.bootstrap_servers, TOPIC, PARTITIONS)
-    table = committed_offsets(data_dir, TOPIC)
-    return all(table.get(p) == end for p, end in ends.items() if end > 0)
+    committed = table()
+    return all(committed.get(p) == end for p, end in ends.items() if end > 0)
 
 
-def died_or_caught_up(broker: BrokerProcess, data_dir: Path) -> bool:
+def died_or_caught_up(broker: BrokerProcess, table: CommittedOffsets) -> bool:
     assert broker.proc is not None
     if broker.proc.poll() is not None:
         return True
     try:
-        return caught_up(broker, data_dir)
+        return caught_up(broker, table)
     except KafkaException:  # it died while we asked
         return False
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # 13 broker starts with pyiceberg: over 300 s with both cores busy
 @pytest.mark.parametrize("seed", [39])
 def test_sigkill_anywhere_in_the_cycle_keeps_the_table_a_prefix_of_the_topic(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
@@ -83,6 +86,7 @@ def test_sigkill_anywhere_in_the_cycle_keeps_the_table_a_prefix_of_the_topic(
     rng = random.Random(seed)
     data_dir = tmp_path / "logs"
     broker = BrokerProcess(data_dir=tmp_path)
+    committed = CommittedOffsets(data_dir, TOPIC)  # one catalog for all the waits
     try:
         broker.start()
         create_table_topic(broker.bootstrap_servers, TOPIC, PARTITIONS, lag_ms=20)
@@ -94,7 +98,7 @@ def test_sigkill_anywhere_in_the_cycle_keeps_the_table_a_prefix_of_the_topic(
             monkeypatch.setenv(ENV, f"{point}:{rng.randint(1, 2)}")
             broker.kill()
             broker.start()
-            produce_until_dead(broker, data_dir, rng, f"r{rnd}")
+            produce_until_dead(broker, committed, rng, f"r{rnd}")
             assert broker.proc is not None
             if broker.proc.poll() == -signal.SIGKILL:
                 died_at.append(point)
@@ -104,7 +108,7 @@ def test_sigkill_anywhere_in_the_cycle_keeps_the_table_a_prefix_of_the_topic(
             table = table_rows(data_dir, TOPIC)  # first the table, then the (growing) topic
             assert_prefix(table, topic_rows(broker.bootstrap_servers, TOPIC, PARTITIONS), 2)
         assert set(died_at) == set(POINTS)  # the broker died at every point of the cycle
-        wait_until(lambda: caught_up(broker, data_dir))
+        wait_until(lambda: caught_up(broker, committed))
         expected = topic_rows(broker.bootstrap_servers, TOPIC, PARTITIONS)
         assert table_rows(data_dir, TOPIC) == expected
         assert len(expected) > 0

@@ -6,6 +6,7 @@ import pytest
 from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.records import (
@@ -136,7 +137,7 @@ records = st.lists(st.tuples(timestamps, fields, fields, headers), max_size=60)
 
 
 @pytest.mark.slow
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=examples(150), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(
     recs=records,
     codec=st.sampled_from([0, 1, 2, 3, 4]),

@@ -12,6 +12,7 @@ import pytest
 from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.records import (
@@ -119,14 +120,14 @@ def _fix_checksums(buf: bytearray) -> bytearray:
     return buf
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(st.binary(max_size=400))
 def test_arbitrary_bytes(data):
     _run_all(data)
 
 
 @pytest.mark.slow
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(
     seed=st.sampled_from(SEEDS),
     edits=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), min_size=1, max_size=4),
@@ -141,7 +142,7 @@ def test_mutated_valid_input(seed, edits, fix):
     _run_all(bytes(buf))
 
 
-@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=examples(100), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(seed=st.sampled_from(SEEDS), where=st.integers(0, 10_000), data=st.binary(max_size=12))
 def test_inserted_and_deleted_bytes(seed, where, data):
     at = where % len(seed)

@@ -6,6 +6,7 @@ import zlib
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.records import (
@@ -166,7 +167,7 @@ legacy_records = st.lists(
 )
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(
     recs=legacy_records,
     codec=st.sampled_from([0, 1, 2, 3]),

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.records import _scan_py, scan
@@ -119,7 +120,7 @@ def _agree(
 
 
 @needs_compiled
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=examples(400), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(
     records=st.lists(RECORD, max_size=8),
     base_offset=st.one_of(SMALL, I64),
@@ -138,7 +139,7 @@ def test_valid_records_agree(
 
 
 @needs_compiled
-@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=examples(600), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(
     records=st.lists(RECORD, min_size=1, max_size=4),
     where=st.integers(0, 2000),
@@ -179,7 +180,7 @@ COMMON_RECORD = st.tuples(
 
 
 @needs_compiled
-@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=examples(600), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(
     records=st.lists(COMMON_RECORD, min_size=1, max_size=4),
     where=st.integers(0, 2000),
@@ -191,7 +192,7 @@ def test_damaged_common_records_agree(records: list[Any], where: int, byte: int,
 
 
 @needs_compiled
-@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=examples(500), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(data=st.binary(max_size=64), count=st.integers(-1, 6))
 def test_arbitrary_bytes_agree(data: bytes, count: int) -> None:
     _agree(data, count)
@@ -233,7 +234,7 @@ def test_varints_written_longer_than_needed_agree() -> None:
 
 
 @needs_compiled
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     od=st.one_of(SMALL, st.integers(-(2**64), 2**64)),
     td=st.one_of(SMALL, st.integers(-(2**64), 2**64)),
@@ -271,7 +272,7 @@ APPEND = st.tuples(
 
 
 @needs_compiled
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(appends=st.lists(APPEND, max_size=12))
 def test_record_appenders_agree(appends: list[Any]) -> None:
     """The producer's batch building: the same record bytes, counters and errors."""
