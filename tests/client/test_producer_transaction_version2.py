@@ -36,7 +36,11 @@ def broker(request: pytest.FixtureRequest) -> Iterator[tuple[InProcessBroker, in
         server = b.broker
         assert server is not None
         if level != 2:
-            b.call(lambda: server.update_features(lambda _levels: {"transaction.version": level}))
+            b.call(
+                lambda: server.cluster_admin.update_features(
+                    lambda _levels: {"transaction.version": level}
+                )
+            )
         yield b, level
 
 

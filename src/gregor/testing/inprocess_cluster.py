@@ -201,7 +201,10 @@ class _Member(InProcessBroker):
 def _task_stacks() -> str:
     out = io.StringIO()
     for task in asyncio.all_tasks():
-        task.print_stack(limit=8, file=out)
+        try:
+            task.print_stack(limit=8, file=out)
+        except Exception as e:  # noqa: BLE001 - uvloop's frames may have no line number
+            out.write(f"{task!r}: its stack cannot be printed ({e!r})\n")
     return out.getvalue()
 
 
