@@ -102,4 +102,4 @@ def test_v4_and_later_need_cluster_action(wire: Wire) -> None:
         for x in r.results_by_transaction
         for t in x.topic_results
         for p in t.results_by_partition
-    } == {(0, 0), (1, ErrorCode.INVALID_TXN_STATE)}
+    } == {(0, 0), (1, ErrorCode.TRANSACTION_ABORTABLE)}

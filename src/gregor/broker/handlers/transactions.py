@@ -211,7 +211,10 @@ async def handle_add_partitions_to_txn(
             txn.verify_only,
             from_broker=True,
         )
-        if version >= 5 and txn.verify_only:
+        if txn.verify_only:
+            # A partition not in the transaction: TRANSACTION_ABORTABLE at every version the
+            # brokers speak (Kafka 4.1.1 answers v4 so too); the leader turns it back into
+            # INVALID_TXN_STATE for a producer too old to know it.
             results = {
                 tp: ErrorCode.TRANSACTION_ABORTABLE if code == ErrorCode.INVALID_TXN_STATE else code
                 for tp, code in results.items()
