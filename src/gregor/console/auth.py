@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-import unicodedata
 from typing import Any
 from urllib.parse import quote
 
@@ -31,6 +30,7 @@ from gregor.console.html import VISITOR, Visitor, field, form, hidden, page
 from gregor.console.sessions import Session, SessionsFull, same_secret
 from gregor.console.state import SESSION, STATE, ConsoleState
 from gregor.protocol.errors import KafkaError
+from gregor.security.log_text import printable
 
 log = logging.getLogger("gregor.console")
 
@@ -46,16 +46,6 @@ PUBLIC = ("/login", "/favicon.ico")
 
 def _event(level: int, event: str, **fields: Any) -> None:
     log.log(level, event, extra={"fields": fields})
-
-
-def printable(text: str) -> str:
-    """``text`` with every control or format character escaped, for a log line."""
-    return "".join(
-        c
-        if c.isprintable() and unicodedata.category(c) not in ("Cc", "Cf", "Zl", "Zp")
-        else c.encode("unicode_escape").decode()
-        for c in text
-    )
 
 
 def local_path(target: str | None) -> str:

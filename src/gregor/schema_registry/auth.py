@@ -29,7 +29,6 @@ import hmac
 import logging
 import secrets
 import time
-import unicodedata
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
@@ -45,6 +44,7 @@ from gregor.client import (
     NoBrokersAvailableError,
 )
 from gregor.schema_registry.http import Handler, error_answer
+from gregor.security.log_text import printable
 from gregor.security.login_throttle import Clock, LoginThrottle
 
 log = logging.getLogger("gregor.schema_registry")
@@ -67,15 +67,6 @@ class AuthConfigError(ValueError):
     mechanism without a password)."""
 
 
-def _escaped(text: str) -> str:
-    return "".join(
-        c
-        if c.isprintable() and unicodedata.category(c) not in ("Cc", "Cf", "Zl", "Zp")
-        else c.encode("unicode_escape").decode()
-        for c in text
-    )
-
-
 def parse_basic(header: str | None) -> tuple[str, str] | None:
     """(user, password) of an ``Authorization: Basic`` header, or None when it is not one."""
     if not header or len(header) > 4 * (MAX_USERNAME + MAX_PASSWORD) or " " not in header:
@@ -90,7 +81,7 @@ def parse_basic(header: str | None) -> tuple[str, str] | None:
     user, sep, password = decoded.partition(":")
     if not sep or not 0 < len(user) <= MAX_USERNAME or not 0 < len(password) <= MAX_PASSWORD:
         return None
-    if _escaped(user) != user:
+    if printable(user) != user:
         return None
     return user, password
 
@@ -170,7 +161,7 @@ class SaslBasicAuth:
         except UNREACHABLE as e:
             log.warning(
                 "schema registry: the login of user %s from %s could not be checked: %s",
-                _escaped(user),
+                printable(user),
                 peer,
                 type(e).__name__,
             )
@@ -178,7 +169,7 @@ class SaslBasicAuth:
         finally:
             self.throttle.end()
         if not ok:
-            log.warning("schema registry: login failed for user %s from %s", _escaped(user), peer)
+            log.warning("schema registry: login failed for user %s from %s", printable(user), peer)
             return unauthorized()
         self._cache[key] = self.clock() + self.cache_ttl_s
         while len(self._cache) > MAX_CACHED:
