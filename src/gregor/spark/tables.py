@@ -27,7 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gregor.client import AdminClient
 
 #: The ``key_value`` table's columns as Spark reads them from the data files.
 TABLE_COLUMNS = ("key", "value", "headers", "timestamp", "partition", "offset")
@@ -68,20 +71,27 @@ def _spark_types() -> Any:
 
 
 def _catalog_properties(
-    catalog: Mapping[str, str] | None, bootstrap_servers: str | None, kafka: Mapping[str, str]
+    catalog: Mapping[str, str] | None, admin: AdminClient | None
 ) -> tuple[dict[str, str], str]:
     """(load_catalog properties, namespace): given, or asked of the cluster."""
     if catalog is not None:
         props = dict(catalog)
         return props, props.pop("namespace", "gregor")
-    if not bootstrap_servers:
+    if admin is None:
         raise TableReadError("give catalog= (pyiceberg's properties) or bootstrap_servers=")
-    from gregor.client import AdminClient
     from gregor.tables.discovery import cluster_catalog
 
-    with AdminClient({"bootstrap.servers": bootstrap_servers, **kafka}) as admin:
-        settings = cluster_catalog(admin)
+    settings = cluster_catalog(admin)
     return settings.load_properties(), settings.namespace
+
+
+def _admin(bootstrap_servers: str | None, kafka: Mapping[str, str] | None) -> AdminClient | None:
+    """One admin client for everything a read asks of the cluster, when there is one."""
+    if not bootstrap_servers:
+        return None
+    from gregor.client import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap_servers, **(kafka or {})})
 
 
 def plan_table(
@@ -97,15 +107,44 @@ def plan_table(
     """Plan a read of ``topic``'s table (see the module); ``catalog`` is what ``gregor tables
     describe TOPIC --output json`` gives as ``catalog_properties`` (plus ``namespace`` when not
     ``gregor``); without it the cluster at ``bootstrap_servers`` is asked."""
+    if snapshot_id is not None and as_of_ms is not None:
+        raise TableReadError("give snapshot_id or as_of_ms, not both")
+    admin = None if catalog is not None else _admin(bootstrap_servers, kafka)
+    try:
+        return _plan(topic, catalog, admin, row_filter, snapshot_id, as_of_ms)
+    finally:
+        if admin is not None:
+            admin.close()
+
+
+def _local(path: str) -> bool:
+    return path.startswith(("file:", "/"))
+
+
+def _refuse_remote(path: str) -> None:
+    raise TableReadError(
+        f"{path}: Spark reads only local files without a JVM package (S3 needs "
+        "hadoop-aws); read this table with pyiceberg, DuckDB or polars"
+    )
+
+
+def _plan(
+    topic: str,
+    catalog: Mapping[str, str] | None,
+    admin: AdminClient | None,
+    row_filter: str | None,
+    snapshot_id: int | None,
+    as_of_ms: int | None,
+) -> TablePlan:
     from pyiceberg.catalog import load_catalog
     from pyiceberg.expressions import AlwaysTrue
 
     from gregor.tables.offsets import offsets_of_summary
 
-    if snapshot_id is not None and as_of_ms is not None:
-        raise TableReadError("give snapshot_id or as_of_ms, not both")
-    props, namespace = _catalog_properties(catalog, bootstrap_servers, dict(kafka or {}))
+    props, namespace = _catalog_properties(catalog, admin)
     table = load_catalog("gregor", **props).load_table((namespace, topic))
+    if not _local(table.location()):  # refused before any planning
+        _refuse_remote(table.location())
     if as_of_ms is not None:
         snap = table.snapshot_as_of_timestamp(as_of_ms)
         if snap is None:
@@ -124,12 +163,9 @@ def plan_table(
         if task.delete_files:
             raise TableReadError(f"the table of {topic} has delete files: read it with pyiceberg")
         files.append(task.file.file_path)
-    for path in files:
-        if not path.startswith(("file:", "/")):
-            raise TableReadError(
-                f"{path}: Spark reads only local files without a JVM package (S3 needs "
-                "hadoop-aws); read this table with pyiceberg, DuckDB or polars"
-            )
+    for path in files:  # a table's files may live outside its location
+        if not _local(path):
+            _refuse_remote(path)
     summary = snap.summary.additional_properties if snap.summary is not None else {}
     return TablePlan(topic, tuple(files), snap.snapshot_id, offsets_of_summary(summary))
 
@@ -151,15 +187,21 @@ def read_table(
     names) for the cluster, e.g. SASL."""
     from pyspark.sql import functions as F
 
-    plan = plan_table(
-        topic,
-        catalog=catalog,
-        bootstrap_servers=bootstrap_servers,
-        row_filter=row_filter,
-        snapshot_id=snapshot_id,
-        as_of_ms=as_of_ms,
-        kafka=kafka,
-    )
+    if snapshot_id is not None and as_of_ms is not None:
+        raise TableReadError("give snapshot_id or as_of_ms, not both")
+    if tail and not bootstrap_servers:
+        raise TableReadError("tail=True reads the topic: give bootstrap_servers=")
+    admin = _admin(bootstrap_servers, kafka) if tail or catalog is None else None
+    try:
+        plan = _plan(topic, catalog, admin, row_filter, snapshot_id, as_of_ms)
+        partitions = (
+            sorted(p.partition for p in admin.describe_topics([topic])[topic].partitions)
+            if tail and admin is not None
+            else []
+        )
+    finally:
+        if admin is not None:
+            admin.close()
     schema = _spark_types()
     if plan.files:
         files = spark.read.schema(schema).parquet(*plan.files)
@@ -174,40 +216,28 @@ def read_table(
         "timestamp",
         "headers",
     )
-    if row_filter:
-        frame = frame.where(_spark_filter(row_filter))
-    if not tail:
-        return frame
-    if not bootstrap_servers:
-        raise TableReadError("tail=True reads the topic: give bootstrap_servers=")
-    return frame.unionByName(
-        _tail(spark, topic, plan, bootstrap_servers, dict(kafka or {}), row_filter)
+    if not tail or bootstrap_servers is None:
+        # pyiceberg's filter text is also a Spark SQL condition (comparisons, and/or/not, in,
+        # is null): the files are pruned by the plan, the rows by Spark
+        return frame.where(F.expr(row_filter)) if row_filter else frame
+    tail_rows = _tail(spark, topic, plan, partitions, bootstrap_servers, dict(kafka or {}))
+    return (
+        frame.unionByName(tail_rows).where(F.expr(row_filter))
+        if row_filter
+        else frame.unionByName(tail_rows)
     )
-
-
-def _spark_filter(row_filter: str) -> Any:
-    """pyiceberg's filter text as a Spark condition (the same SQL-like grammar for what a
-    user writes: comparisons, ``and``/``or``/``not``, ``in``, ``is null``)."""
-    from pyspark.sql import functions as F
-
-    return F.expr(row_filter)
 
 
 def _tail(
     spark: Any,
     topic: str,
     plan: TablePlan,
+    partitions: list[int],
     bootstrap_servers: str,
     kafka: dict[str, str],
-    row_filter: str | None,
 ) -> Any:
     import json
 
-    from gregor.client import AdminClient
-
-    with AdminClient({"bootstrap.servers": bootstrap_servers, **kafka}) as admin:
-        described = admin.describe_topics([topic])[topic]
-    partitions = sorted(p.partition for p in described.partitions)
     starting = {str(p): plan.offsets.get(p, -2) for p in partitions}  # -2: earliest
     reader = (
         spark.read.format("gregor")
@@ -220,8 +250,7 @@ def _tail(
     )
     for k, v in kafka.items():
         reader = reader.option(f"kafka.{k}", v)
-    rows = reader.load().select(*COLUMNS)
-    return rows.where(_spark_filter(row_filter)) if row_filter else rows
+    return reader.load().select(*COLUMNS)
 
 
 __all__ = [
