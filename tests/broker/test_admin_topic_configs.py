@@ -16,7 +16,7 @@ from gregor.broker.config.topic_configs import (
     validate_overrides,
     value_error,
 )
-from gregor.broker.handlers.configs import _format_default
+from gregor.broker.handlers.configs import format_default
 from gregor.storage.config import LogConfig, from_broker_props
 from gregor.storage.errors import InvalidConfigError
 
@@ -140,7 +140,7 @@ def test_synonym_defaults_match_the_broker_key_table() -> None:
     for key in BROKER_KEYS:
         syn = BROKER_SYNONYMS.get(key.name)
         if syn is not None:
-            assert syn.default == _format_default(key.default), key.name
+            assert syn.default == format_default(key.default), key.name
 
 
 @pytest.mark.parametrize(
