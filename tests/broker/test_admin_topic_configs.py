@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gregor.broker.config.broker_config import BROKER_KEYS
+from gregor.broker.config.config_def import BROKER_KEYS
 from gregor.broker.config.topic_configs import (
     BROKER_SYNONYMS,
     BY_NAME,

@@ -17,11 +17,11 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol, TypeVar
 
 from gregor.broker.common.errors import code_of, kafka_error, message_of
-from gregor.broker.config.broker_config import BROKER_KEYS
 from gregor.broker.config.client_metrics_configs import check_name as check_client_metrics_name
 from gregor.broker.config.client_metrics_configs import (
     validate_client_metrics,
 )
+from gregor.broker.config.config_def import BROKER_KEYS
 from gregor.broker.config.dynamic_configs import (
     encode_passwords,
     validate_broker_overrides,

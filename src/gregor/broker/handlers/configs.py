@@ -19,11 +19,12 @@ from collections.abc import Iterable, Mapping
 
 from gregor.broker.common.errors import code_of, kafka_error, message_of
 from gregor.broker.common.topics import topic_name_error
-from gregor.broker.config.broker_config import BROKER_KEYS, BrokerConfig
+from gregor.broker.config.broker_config import BrokerConfig
 from gregor.broker.config.client_metrics_configs import check_name as check_client_metrics_name
 from gregor.broker.config.client_metrics_configs import (
     describe_client_metrics,
 )
+from gregor.broker.config.config_def import BROKER_KEYS
 from gregor.broker.config.dynamic_configs import (
     Layers,
     broker_layers,
