@@ -23,8 +23,8 @@ through this class:
 * **Fetch** (``fetch``; its parameters and results are ``fetch_params``): reads every
   requested partition; if fewer than ``min_bytes`` are ready it parks one future on each
   partition's waiters and reads again when any of them moves (high watermark for consumers,
-  log end offset for followers) or ``max_wait_ms`` passes (the fetch purgatory). A fetch from a follower also reports its position to the
-  partition, which may move the high watermark.
+  log end offset for followers) or ``max_wait_ms`` passes (the fetch purgatory). A fetch from
+  a follower also reports its position to the partition, which may move the high watermark.
 
 Everything runs on the broker's event loop. Whether an absent partition is unknown or simply
 led elsewhere is read from the current metadata image.
