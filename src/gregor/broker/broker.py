@@ -55,9 +55,10 @@ from gregor.broker.metrics.broker_metrics import BrokerMetrics
 from gregor.broker.metrics.client_telemetry import ClientTelemetry, subscriptions_of
 from gregor.broker.metrics.metrics_http import MetricsEndpoint, serve_metrics
 from gregor.broker.net.acceptor import Acceptor
+from gregor.broker.net.connection_expiry import close_excess, close_idle
 from gregor.broker.net.connection_quotas import ConnectionQuotas
 from gregor.broker.net.dispatch import Dispatcher
-from gregor.broker.net.server import Connection, close_excess, close_idle, start_listener
+from gregor.broker.net.server import Connection, start_listener
 from gregor.broker.replication.alter_partition import ALTER_PARTITION_VERSION, AlterPartitionManager
 from gregor.broker.replication.fetch_session import FetchSessionCache
 from gregor.broker.replication.replica_fetcher import FetcherConfig, ReplicaFetchers
