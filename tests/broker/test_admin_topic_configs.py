@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gregor.broker.config.config_def import BROKER_KEYS
+from gregor.broker.config.topic_config_validator import validate_overrides, value_error
 from gregor.broker.config.topic_configs import (
     BROKER_SYNONYMS,
     BY_NAME,
@@ -13,8 +14,6 @@ from gregor.broker.config.topic_configs import (
     ConfigSource,
     broker_default,
     describe_topic,
-    validate_overrides,
-    value_error,
 )
 from gregor.broker.handlers.configs import format_default
 from gregor.storage.config import LogConfig, from_broker_props
