@@ -422,6 +422,7 @@ class Broker:
                 ALTER_PARTITION_VERSION,
                 lambda: service.alter_partition(req, ALTER_PARTITION_VERSION),
                 timeout_s=5.0,
+                response=AlterPartitionResponse,
             )
 
         self.alter_partitions = AlterPartitionManager(

@@ -26,7 +26,10 @@ from gregor.broker.config.broker_config import BrokerConfig
 from gregor.broker.controller.controller_apis import ControllerService
 from gregor.cluster.image import BrokerEndpoint, BrokerRegistration, MetadataDelta
 from gregor.cluster.store import MetadataStore
-from gregor.protocol.messages.controlled_shutdown import ControlledShutdownRequest
+from gregor.protocol.messages.controlled_shutdown import (
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+)
 
 log = logging.getLogger("gregor.broker")
 
@@ -106,6 +109,7 @@ class BrokerLifecycleManager:
                         3,
                         functools.partial(service.controlled_shutdown, req, 3),
                         timeout_s=max(0.0, deadline - loop.time()),
+                        response=ControlledShutdownResponse,
                     )
                 except Exception as e:  # noqa: BLE001 - no controller answered: stop anyway
                     log.warning("controlled shutdown: no controller answered: %r", e)
