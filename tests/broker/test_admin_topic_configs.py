@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gregor.broker.config.broker_config import BROKER_KEYS
+from gregor.broker.config.config_def import BROKER_KEYS
+from gregor.broker.config.topic_config_validator import validate_overrides, value_error
 from gregor.broker.config.topic_configs import (
     BROKER_SYNONYMS,
     BY_NAME,
@@ -13,10 +14,8 @@ from gregor.broker.config.topic_configs import (
     ConfigSource,
     broker_default,
     describe_topic,
-    validate_overrides,
-    value_error,
 )
-from gregor.broker.handlers.configs import _format_default
+from gregor.broker.handlers.configs import format_default
 from gregor.storage.config import LogConfig, from_broker_props
 from gregor.storage.errors import InvalidConfigError
 
@@ -140,7 +139,7 @@ def test_synonym_defaults_match_the_broker_key_table() -> None:
     for key in BROKER_KEYS:
         syn = BROKER_SYNONYMS.get(key.name)
         if syn is not None:
-            assert syn.default == _format_default(key.default), key.name
+            assert syn.default == format_default(key.default), key.name
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import pytest
 
 from gregor.broker.common.file_send import SendableRegion, TruncatedRegionError
 from gregor.broker.net.server import Connection
-from gregor.broker.replication.replica_manager import drop_partial_tail
+from gregor.broker.replication.fetch_params import drop_partial_tail
 from gregor.protocol.framing import LARGE_PART, coalesce
 from gregor.protocol.records import build_batch
 

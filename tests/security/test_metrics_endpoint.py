@@ -19,7 +19,7 @@ import pytest
 from certs import Pki
 from prometheus_client.parser import text_string_to_metric_families
 
-import gregor.broker.metrics.broker_metrics as metrics_module
+import gregor.broker.metrics.broker_collector as metrics_module
 from gregor.broker.config.broker_config import BrokerConfig, ConfigError
 from gregor.protocol.connection import ClientConnection
 from gregor.protocol.messages.metadata import MetadataRequest

@@ -21,7 +21,7 @@ WITHOUT_PYICEBERG = "import sys; sys.modules['pyiceberg'] = None; "
 def test_a_table_topic_config_is_refused_without_pyiceberg() -> None:
     code = (
         WITHOUT_PYICEBERG
-        + "from gregor.broker.config.topic_configs import value_error; "
+        + "from gregor.broker.config.topic_config_validator import value_error; "
         + "print(value_error('iceberg.mode', 'key_value')); "
         + "print(value_error('iceberg.mode', 'disabled'))"
     )

@@ -11,19 +11,18 @@ Start: open the metadata store and load the image; open the logs (with each topi
 configs); publish the whole image once (this broker becomes leader of its partitions, the
 coordinators replay their internal topics); bind the listeners and register this broker's
 endpoints (the advertised address of each listener, with the bound port where it asked for
-port 0). From then on every metadata change reaches the ``MetadataPublisher`` through the
-store's subscription.
+port 0; ``controller.broker_lifecycle``, which also registers again and shuts down in a
+controlled way). From then on every metadata change reaches the ``MetadataPublisher``
+through the store's subscription.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Sequence
-from typing import Any
 
 from gregor.broker.access.delegation_token_manager import DelegationTokenManager
 from gregor.broker.access.quota_manager import QuotaManager
@@ -34,9 +33,9 @@ from gregor.broker.channels.controller_channel import ControllerChannel, Control
 from gregor.broker.channels.txn_routing import TxnRouting
 from gregor.broker.common.events import log_event
 from gregor.broker.config.broker_config import BrokerConfig
-from gregor.broker.config.dynamic_configs import is_password_config, reencode_passwords
-from gregor.broker.config.topic_configs import ConfigResourceType
+from gregor.broker.config.dynamic_configs import secure_stored_passwords
 from gregor.broker.controller import features
+from gregor.broker.controller.broker_lifecycle import BrokerLifecycleManager
 from gregor.broker.controller.controller import Controller, RebalanceConfig
 from gregor.broker.controller.controller_apis import ControllerService
 from gregor.broker.controller.controller_propagation import ControllerPropagation
@@ -55,9 +54,10 @@ from gregor.broker.metrics.broker_metrics import BrokerMetrics
 from gregor.broker.metrics.client_telemetry import ClientTelemetry, subscriptions_of
 from gregor.broker.metrics.metrics_http import MetricsEndpoint, serve_metrics
 from gregor.broker.net.acceptor import Acceptor
+from gregor.broker.net.connection_expiry import close_excess, close_idle
 from gregor.broker.net.connection_quotas import ConnectionQuotas
 from gregor.broker.net.dispatch import Dispatcher
-from gregor.broker.net.server import Connection, close_excess, close_idle, start_listener
+from gregor.broker.net.server import Connection, start_listener
 from gregor.broker.replication.alter_partition import ALTER_PARTITION_VERSION, AlterPartitionManager
 from gregor.broker.replication.fetch_session import FetchSessionCache
 from gregor.broker.replication.replica_fetcher import FetcherConfig, ReplicaFetchers
@@ -66,8 +66,6 @@ from gregor.broker.replication.table_topics import wanted_translations
 from gregor.cluster.etcd_url import is_etcd_url
 from gregor.cluster.image import (
     BrokerEndpoint,
-    BrokerRegistration,
-    MetadataDelta,
     MetadataImage,
     ScramCredential,
 )
@@ -76,9 +74,7 @@ from gregor.coordinator import CoordinatorConfig
 from gregor.coordinator.share.group import ShareGroups
 from gregor.coordinator.txn.coordinator import TxnCoordinatorConfig
 from gregor.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
-from gregor.protocol.messages.controlled_shutdown import ControlledShutdownRequest
 from gregor.security.authorizer import AclAuthorizer, parse_super_users
-from gregor.security.password_encoder import looks_encoded
 from gregor.storage.config import LogConfig, from_broker_props
 from gregor.storage.log_dirs import LogDirs, open_log_dirs
 from gregor.storage.manager import LogManager, delete_files
@@ -177,8 +173,7 @@ class Broker:
         self.propagation: ControllerPropagation | None = None
         self.liveness: BrokerLiveness | None = None
         self.controller_requests: ControllerRequests
-        self._leaving = False  # unregistered on purpose (controlled shutdown): stay away
-        self._background: set[asyncio.Task[None]] = set()
+        self.lifecycle: BrokerLifecycleManager
         self.controller_service: ControllerService
 
     @property
@@ -211,7 +206,7 @@ class Broker:
             self._given_store is None and str(config["metadata.store"]).strip().lower() != "memory"
         )
         self.log_dirs.claim(image.cluster_id if keeps_cluster_id else None)
-        await self._secure_stored_passwords()
+        await secure_stored_passwords(self.store, self.node_id, config)
         self.delegation_tokens.store = self.store
         self.logs = LogManager(
             [str(d) for d in config.log_dirs],
@@ -290,13 +285,22 @@ class Broker:
                     f"{listener.name.lower()}.oauthbearer.sasl.server.callback.handler.class to validate signed JWTs",
                 )
         self.tables = self._table_translation()
-        await self.store.register_broker(self._registration())
+        self.lifecycle = BrokerLifecycleManager(
+            self.node_id,
+            config,
+            self.store,
+            self.controller_service,
+            self.controller_channel,
+            self.bound_listeners,
+            lambda: self.stopping,
+        )
+        await self.store.register_broker(self.lifecycle.registration())
         self.publisher.publish(initial_delta(self.store.image))
         self.store.subscribe(self.publisher.publish)
         self._reconcile_tables()
         self.store.subscribe(lambda _delta: self._reconcile_tables())
         self.store.subscribe(self.controller_service.on_delta)
-        self.store.subscribe(self._register_again_if_unregistered)
+        self.store.subscribe(self.lifecycle.register_again_if_unregistered)
         if self.propagation is not None:
             self.store.subscribe(self.propagation.on_delta)
         if self.liveness is not None:
@@ -321,50 +325,23 @@ class Broker:
         for server in self.servers:  # bound above, accepting only now that all is ready
             await server.start_serving()
         self._maintenance_task = asyncio.create_task(self._maintenance())
-        extra: dict[str, Any] = {}  # keyword arguments of log_event
+        fields: dict[str, object] = {
+            "node_id": self.node_id,
+            "cluster_id": self.store.image.cluster_id,
+            "listeners": ",".join(f"{n}://{h}:{p}" for n, h, p in self.bound_listeners),
+        }
         if config.metrics_address is not None:
             scheme = (
                 "https"
                 if config.metrics_web_config and config.metrics_web_config.ssl_context
                 else "http"
             )
-            extra["metrics"] = f"{scheme}://{config.metrics_address[0]}:{self.metrics_port}/metrics"
-        log_event(
-            log,
-            "broker.started",
-            node_id=self.node_id,
-            cluster_id=self.store.image.cluster_id,
-            listeners=",".join(f"{n}://{h}:{p}" for n, h, p in self.bound_listeners),
-            **extra,
-            log_dirs=",".join(str(d) for d in config.log_dirs),
-            topics=len(self.store.image.topics),
-        )
-
-    async def _secure_stored_passwords(self) -> None:
-        """Dynamic password configs of this broker (and the cluster default) kept in clear or
-        with ``password.encoder.old.secret`` are stored again, encrypted with
-        ``password.encoder.secret``; without a secret, configs kept in clear are reported."""
-        config = self.config
-        broker = int(ConfigResourceType.BROKER)
-        for name in (str(self.node_id), ""):
-            stored = self.store.image.config_resource(broker, name)
-            new = reencode_passwords(stored, config.password_encoder, config.old_password_encoder)
-            if new is not None:
-                await self.store.alter_config_resource(broker, name, new)
-                log_event(log, "config.passwords_encrypted", resource=f"BROKER:{name}")
-            elif config.password_encoder is None:
-                clear = sorted(
-                    k for k, v in stored.items() if is_password_config(k) and not looks_encoded(v)
-                )
-                if clear:
-                    log_event(
-                        log,
-                        "config.passwords_in_clear",
-                        logging.WARNING,
-                        resource=f"BROKER:{name}",
-                        configs=",".join(clear),
-                        reason="set password.encoder.secret to keep dynamic password configs encrypted",
-                    )
+            fields["metrics"] = (
+                f"{scheme}://{config.metrics_address[0]}:{self.metrics_port}/metrics"
+            )
+        fields["log_dirs"] = ",".join(str(d) for d in config.log_dirs)
+        fields["topics"] = len(self.store.image.topics)
+        log_event(log, "broker.started", logging.INFO, **fields)
 
     def _share_groups(self, config: BrokerConfig) -> Shares:
         state = ShareService(
@@ -445,6 +422,7 @@ class Broker:
                 ALTER_PARTITION_VERSION,
                 lambda: service.alter_partition(req, ALTER_PARTITION_VERSION),
                 timeout_s=5.0,
+                response=AlterPartitionResponse,
             )
 
         self.alter_partitions = AlterPartitionManager(
@@ -470,83 +448,9 @@ class Broker:
             ),
         )
 
-    async def _controlled_shutdown(self, timeout: float) -> None:
-        """Kafka's controlled shutdown: ask the controller (ControlledShutdown) to move the
-        leadership of this broker's partitions to other ISR members and take it out of the
-        ISRs it is in, asking again while it answers partitions it could not move (up to
-        ``controlled.shutdown.max.retries``, ``controlled.shutdown.retry.backoff.ms``
-        apart, within ``timeout``); then leave the cluster (unregister)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        if self.config["controlled.shutdown.enable"] and self.controller_channel is not None:
-            service = self.controller_service
-            retries = int(self.config["controlled.shutdown.max.retries"])
-            backoff_s = int(self.config["controlled.shutdown.retry.backoff.ms"]) / 1000
-            for attempt in range(1, retries + 1):
-                reg = self.store.image.brokers.get(self.node_id)
-                req = ControlledShutdownRequest(
-                    broker_id=self.node_id, broker_epoch=reg.epoch if reg else -1
-                )
-                try:
-                    resp = await self.controller_channel.request(
-                        req,
-                        3,
-                        functools.partial(service.controlled_shutdown, req, 3),
-                        timeout_s=max(0.0, deadline - loop.time()),
-                    )
-                except Exception as e:  # noqa: BLE001 - no controller answered: stop anyway
-                    log.warning("controlled shutdown: no controller answered: %r", e)
-                    break
-                remaining = [(r.topic_name, r.partition_index) for r in resp.remaining_partitions]
-                log_event(
-                    log,
-                    "broker.controlled_shutdown",
-                    attempt=attempt,
-                    error=resp.error_code,
-                    remaining=len(remaining),
-                )
-                if not resp.error_code and not remaining:
-                    break
-                if attempt == retries or loop.time() + backoff_s > deadline:
-                    log.warning("controlled shutdown incomplete: still leading %s", remaining[:10])
-                    break
-                await asyncio.sleep(backoff_s)
-        self._leaving = True
-        try:
-            await self.store.unregister_broker(self.node_id)
-        except Exception:  # noqa: BLE001 - the store may be gone; the lease then expires
-            log.exception("could not unregister before stopping")
-
-    def _register_again_if_unregistered(self, delta: MetadataDelta) -> None:
-        """An admin's UnregisterBroker removed this running broker: register again (with a
-        new broker epoch), as a Kafka broker does when its registration is fenced."""
-        if (
-            self.node_id in delta.previous.brokers
-            and self.node_id not in delta.image.brokers
-            and not self.stopping
-            and not self._leaving
-        ):
-            log_event(log, "broker.registering_again", node_id=self.node_id)
-            task = asyncio.create_task(self.store.register_broker(self._registration()))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
-
-    def _registration(self) -> BrokerRegistration:
-        bound = {name: port for name, _, port in self.bound_listeners}
-        endpoints = tuple(
-            BrokerEndpoint(
-                a.name,
-                a.host,
-                a.port or bound.get(a.name, a.port),
-                self.config.security_protocol(a.name),
-            )
-            for a in self.config.advertised_listeners
-        )
-        return BrokerRegistration(self.node_id, endpoints, self.config.get("broker.rack"))
-
     async def stop(self, timeout: float = 10.0) -> None:
         if self.clustered:
-            await self._controlled_shutdown(min(timeout / 2, 5.0))
+            await self.lifecycle.controlled_shutdown(min(timeout / 2, 5.0))
         self.stopping = True
         for s in self.servers:
             s.close()

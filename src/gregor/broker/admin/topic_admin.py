@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from gregor.broker.common.events import log_event
 from gregor.broker.common.topics import INTERNAL_TOPICS, assign_replicas, topic_name_error
 from gregor.broker.config.broker_config import BrokerConfig
-from gregor.broker.config.topic_configs import validate_overrides
+from gregor.broker.config.topic_config_validator import validate_overrides
 from gregor.broker.coordination.coordinator_runtime import InternalTopic
 from gregor.cluster.image import MetadataImage, TopicImage
 from gregor.cluster.store import MetadataStore

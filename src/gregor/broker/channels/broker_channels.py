@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import overload
 
 from gregor.broker.config.listener_security import InterBrokerClient
 from gregor.client.conn import BrokerConnection
@@ -24,6 +24,46 @@ from gregor.cluster.image import MetadataImage
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.messages import Message
+from gregor.protocol.messages.add_partitions_to_txn import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+)
+from gregor.protocol.messages.allocate_producer_ids import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
+)
+from gregor.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
+from gregor.protocol.messages.controlled_shutdown import (
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+)
+from gregor.protocol.messages.delete_share_group_state import (
+    DeleteShareGroupStateRequest,
+    DeleteShareGroupStateResponse,
+)
+from gregor.protocol.messages.initialize_share_group_state import (
+    InitializeShareGroupStateRequest,
+    InitializeShareGroupStateResponse,
+)
+from gregor.protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
+from gregor.protocol.messages.read_share_group_state import (
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse,
+)
+from gregor.protocol.messages.read_share_group_state_summary import (
+    ReadShareGroupStateSummaryRequest,
+    ReadShareGroupStateSummaryResponse,
+)
+from gregor.protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
+from gregor.protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
+from gregor.protocol.messages.write_share_group_state import (
+    WriteShareGroupStateRequest,
+    WriteShareGroupStateResponse,
+)
+from gregor.protocol.messages.write_txn_markers import (
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+)
 
 log = logging.getLogger("gregor.broker.inter_broker")
 
@@ -108,11 +148,81 @@ class BrokerChannels:
         finally:
             del self._connecting[node]
 
-    async def request(self, node: int, message: Message, version: int | None = None) -> Any:
-        """Send ``message`` to broker ``node``; KafkaConnectionError if it cannot be reached."""
+    @overload
+    async def request(
+        self, node: int, message: AddPartitionsToTxnRequest, version: int | None = None
+    ) -> AddPartitionsToTxnResponse: ...
+
+    @overload
+    async def request(
+        self, node: int, message: WriteTxnMarkersRequest, version: int | None = None
+    ) -> WriteTxnMarkersResponse: ...
+
+    @overload
+    async def request(
+        self, node: int, message: LeaderAndIsrRequest, version: int | None = None
+    ) -> LeaderAndIsrResponse: ...
+
+    @overload
+    async def request(
+        self, node: int, message: UpdateMetadataRequest, version: int | None = None
+    ) -> UpdateMetadataResponse: ...
+
+    @overload
+    async def request(
+        self, node: int, message: StopReplicaRequest, version: int | None = None
+    ) -> StopReplicaResponse: ...
+
+    @overload
+    async def request(
+        self, node: int, message: InitializeShareGroupStateRequest, version: int | None = None
+    ) -> InitializeShareGroupStateResponse: ...
+
+    @overload
+    async def request(
+        self, node: int, message: ReadShareGroupStateRequest, version: int | None = None
+    ) -> ReadShareGroupStateResponse: ...
+
+    @overload
+    async def request(
+        self, node: int, message: ReadShareGroupStateSummaryRequest, version: int | None = None
+    ) -> ReadShareGroupStateSummaryResponse: ...
+
+    @overload
+    async def request(
+        self, node: int, message: WriteShareGroupStateRequest, version: int | None = None
+    ) -> WriteShareGroupStateResponse: ...
+
+    @overload
+    async def request(
+        self, node: int, message: DeleteShareGroupStateRequest, version: int | None = None
+    ) -> DeleteShareGroupStateResponse: ...
+
+    @overload
+    async def request(
+        self, node: int, message: AlterPartitionRequest, version: int | None = None
+    ) -> AlterPartitionResponse: ...
+
+    @overload
+    async def request(
+        self, node: int, message: AllocateProducerIdsRequest, version: int | None = None
+    ) -> AllocateProducerIdsResponse: ...
+
+    @overload
+    async def request(
+        self, node: int, message: ControlledShutdownRequest, version: int | None = None
+    ) -> ControlledShutdownResponse: ...
+
+    async def request(self, node: int, message: Message, version: int | None = None) -> Message:
+        """Send ``message`` to broker ``node``; KafkaConnectionError if it cannot be reached.
+        The answer is the request's own response class (the connection decodes it by the
+        request's API key); the overloads name it for each request brokers send each other."""
         try:
             conn = await self._connection(node)
-            return await conn.request(message, version)
+            response = await conn.request(message, version)
+            if not isinstance(response, Message):
+                raise KafkaConnectionError(f"no answer to {type(message).__name__}")
+            return response
         except (KafkaConnectionError, KafkaTimeoutError, ProtocolError, OSError) as e:
             dead = self._conns.pop(node, None)
             if dead is not None:

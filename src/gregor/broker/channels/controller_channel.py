@@ -16,12 +16,16 @@ from gregor.protocol.messages.allocate_producer_ids import (
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
 )
+from gregor.protocol.messages.alter_partition import AlterPartitionRequest
+from gregor.protocol.messages.controlled_shutdown import ControlledShutdownRequest
 
 log = logging.getLogger("gregor.broker.inter_broker")
 
 #: Pause before asking the controller again (none elected yet, unreachable, or NOT_CONTROLLER).
 CONTROLLER_RETRY_S = 0.05
-R = TypeVar("R")
+R = TypeVar("R", bound=Message)
+#: What a broker asks the active controller.
+ControllerRequest = AlterPartitionRequest | AllocateProducerIdsRequest | ControlledShutdownRequest
 
 
 class ControllerChannel:
@@ -38,7 +42,12 @@ class ControllerChannel:
         self._image = image
 
     async def request(
-        self, message: Message, version: int, local: Callable[[], Awaitable[R]], timeout_s: float
+        self,
+        message: ControllerRequest,
+        version: int,
+        local: Callable[[], Awaitable[R]],
+        timeout_s: float,
+        response: type[R],
     ) -> R:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
@@ -50,7 +59,12 @@ class ControllerChannel:
                 resp = await local()
             elif controller >= 0:
                 try:
-                    resp = await self.channels.request(controller, message, version)
+                    remote = await self.channels.request(controller, message, version)
+                    if not isinstance(remote, response):
+                        raise KafkaConnectionError(
+                            f"answered {type(remote).__name__}, not {response.__name__}"
+                        )
+                    resp = remote
                 except KafkaConnectionError as e:
                     log.info("controller %d unreachable: %s", controller, e)
             if resp is not None:
@@ -88,7 +102,11 @@ class ControllerProducerIds:
             broker_id=self.node_id, broker_epoch=reg.epoch if reg is not None else -1
         )
         resp = await self.channel.request(
-            req, 0, lambda: self._local(req), timeout_s=REQUEST_TIMEOUT_MS / 1000
+            req,
+            0,
+            lambda: self._local(req),
+            timeout_s=REQUEST_TIMEOUT_MS / 1000,
+            response=AllocateProducerIdsResponse,
         )
         if resp.error_code:
             raise error_for_code(resp.error_code)("AllocateProducerIds refused by the controller")

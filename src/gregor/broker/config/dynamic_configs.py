@@ -28,7 +28,9 @@ certificates, with or without a listener prefix) are never described (value null
 ``is_sensitive`` true) and are stored encrypted with ``password.encoder.secret``
 (``gregor.security.password_encoder``); without that secret they are refused ("Password encoder
 secret not configured", as Kafka's brokers refuse them). ``decode_passwords`` gives the stored
-values back in clear where the broker needs them (validating a new override set).
+values back in clear where the broker needs them (validating a new override set); at start,
+``secure_stored_passwords`` stores again, encrypted with the current secret, this broker's
+password overrides kept in clear or under ``password.encoder.old.secret``.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from gregor.broker.common.events import log_event
 from gregor.broker.config.broker_config import BrokerConfig, ConfigError
 from gregor.broker.config.topic_configs import ConfigResourceType, ConfigSource, ConfigType
 from gregor.cluster.image import MetadataImage
+from gregor.cluster.store import MetadataStore
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.security.password_encoder import PasswordDecodeError, PasswordEncoder, looks_encoded
 
@@ -57,6 +60,7 @@ __all__ = [
     "effective_props",
     "encode_passwords",
     "is_password_config",
+    "secure_stored_passwords",
     "validate_broker_overrides",
 ]
 
@@ -426,3 +430,29 @@ def reencode_passwords(
             except PasswordDecodeError:
                 pass
     return new if new != dict(stored) else None
+
+
+async def secure_stored_passwords(store: MetadataStore, node_id: int, config: BrokerConfig) -> None:
+    """Dynamic password configs of this broker (and the cluster default) kept in clear or
+    with ``password.encoder.old.secret`` are stored again, encrypted with
+    ``password.encoder.secret``; without a secret, configs kept in clear are reported."""
+    broker = int(ConfigResourceType.BROKER)
+    for name in (str(node_id), ""):
+        stored = store.image.config_resource(broker, name)
+        new = reencode_passwords(stored, config.password_encoder, config.old_password_encoder)
+        if new is not None:
+            await store.alter_config_resource(broker, name, new)
+            log_event(log, "config.passwords_encrypted", resource=f"BROKER:{name}")
+        elif config.password_encoder is None:
+            clear = sorted(
+                k for k, v in stored.items() if is_password_config(k) and not looks_encoded(v)
+            )
+            if clear:
+                log_event(
+                    log,
+                    "config.passwords_in_clear",
+                    logging.WARNING,
+                    resource=f"BROKER:{name}",
+                    configs=",".join(clear),
+                    reason="set password.encoder.secret to keep dynamic password configs encrypted",
+                )

@@ -11,10 +11,8 @@ the broker's layers (dynamic per-broker, dynamic cluster default, static; see
 
 The table lists every common Kafka topic config, including those Gregor only stores and
 reports (``compression.type``, ``min.insync.replicas``, ``unclean.leader.election.enable``,
-...), so tools that set them keep working. ``validate_overrides`` is the one gate for a set of
-overrides (CreateTopics, AlterConfigs, IncrementalAlterConfigs): unknown names, null values,
-unparsable or out-of-range values raise :class:`InvalidConfigError` (INVALID_CONFIG). The
-log's own cross-checks (``LogConfig.validate``) run after it in ``Broker.validate_topic_configs``.
+...), so tools that set them keep working. ``topic_config_validator`` checks a set of
+overrides against it.
 """
 
 from __future__ import annotations
@@ -24,7 +22,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
-from gregor.storage.errors import InvalidConfigError
 from gregor.tables import settings as tables_settings
 
 LONG_MAX = (1 << 63) - 1
@@ -422,75 +419,6 @@ _SORTED = sorted(TOPIC_CONFIGS, key=lambda d: d.name)
 
 # Broker keys that are synonyms of a topic config, with Kafka's default for each.
 BROKER_SYNONYMS: dict[str, Synonym] = {s.name: s for d in TOPIC_CONFIGS for s in d.synonyms}
-
-
-# --- validation ---
-
-
-def _check_number(d: TopicConfigDef, text: str) -> str | None:
-    if d.type is ConfigType.DOUBLE:
-        try:
-            value: float = float(text)
-        except ValueError:
-            return "not a number"
-        if value != value:  # NaN
-            return "not a number"
-    else:
-        try:
-            value = int(text)
-        except ValueError:
-            return f"not a number of type {d.type.name}"
-        lo, hi = (INT_MIN, INT_MAX) if d.type is ConfigType.INT else (LONG_MIN, LONG_MAX)
-        if not lo <= value <= hi:
-            return f"out of range for type {d.type.name}"
-    if d.minimum is not None and value < d.minimum:
-        return f"must be at least {_num(d.minimum)}"
-    if d.maximum is not None and value > d.maximum:
-        return f"must be at most {_num(d.maximum)}"
-    return None
-
-
-def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else str(x)
-
-
-def value_error(name: str, value: str | None) -> str | None:
-    """Why ``name=value`` is not a valid topic config, or None if it is."""
-    d = BY_NAME.get(name)
-    if d is None:
-        return f"Unknown topic config name: {name}"
-    if value is None:
-        return f"Null value not supported for topic config: {name}"
-    text = value.strip()
-    why: str | None = None
-    if d.type is ConfigType.BOOLEAN:
-        if text.lower() not in ("true", "false"):
-            why = "expected true or false"
-    elif d.type in (ConfigType.INT, ConfigType.LONG, ConfigType.DOUBLE):
-        why = _check_number(d, text)
-    elif d.type is ConfigType.LIST:
-        items = split_list(text)
-        if d.choices is not None:
-            if not items:
-                why = "must not be empty"
-            bad = [i for i in items if i not in d.choices]
-            if bad:
-                why = f"{bad[0]!r} is not one of {', '.join(d.choices)}"
-    elif d.choices is not None and text not in d.choices:
-        why = f"must be one of {', '.join(d.choices)}"
-    if why is None and d.check is not None:
-        why = d.check(text)
-    if why is not None:
-        return f"Invalid value {value} for configuration {name}: {why}"
-    return None
-
-
-def validate_overrides(overrides: Mapping[str, str | None]) -> None:
-    """Raise InvalidConfigError for the first unknown name or bad value."""
-    for name, value in overrides.items():
-        why = value_error(name, value)
-        if why is not None:
-            raise InvalidConfigError(why)
 
 
 def split_list(text: str) -> list[str]:

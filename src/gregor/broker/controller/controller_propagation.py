@@ -38,7 +38,6 @@ from gregor.cluster.image import (
     PartitionImage,
     TopicImage,
 )
-from gregor.protocol.messages import Message
 from gregor.protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from gregor.protocol.messages.stop_replica import StopReplicaRequest
 from gregor.protocol.messages.update_metadata import UpdateMetadataRequest
@@ -56,6 +55,8 @@ VERSIONS = {
 EPOCH_DURING_DELETE = -2
 #: Requests queued for one broker beyond this are dropped, oldest first (its watch catches up).
 MAX_QUEUED = 1000
+#: What the controller sends each broker.
+PropagationRequest = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
 _PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 Parts = list[tuple[TopicImage, PartitionImage]]
@@ -68,7 +69,7 @@ class ControllerPropagation:
         self.node_id = node_id
         self.channels = channels
         self._image = image
-        self._queues: dict[int, deque[Message]] = {}
+        self._queues: dict[int, deque[PropagationRequest]] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
 
     def on_delta(self, delta: MetadataDelta) -> None:
@@ -241,7 +242,7 @@ class ControllerPropagation:
 
     # --- sending ---
 
-    def _enqueue(self, broker: int, request: Message) -> None:
+    def _enqueue(self, broker: int, request: PropagationRequest) -> None:
         queue = self._queues.setdefault(broker, deque())
         queue.append(request)
         while len(queue) > MAX_QUEUED:

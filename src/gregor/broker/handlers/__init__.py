@@ -7,6 +7,7 @@ registered with the versions it implements; ApiVersions advertises exactly that 
 from gregor.broker.handlers import (  # noqa: E402,F401  (registration)
     acls,
     admin_topics,
+    alter_configs,
     api_versions,
     cluster_info,
     configs,
@@ -24,6 +25,8 @@ from gregor.broker.handlers import (  # noqa: E402,F401  (registration)
     reassignments,
     security,
     share,
+    share_group_offsets,
+    share_state,
     telemetry,
     transactions,
 )

@@ -1,4 +1,6 @@
-"""Configs: DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
+"""Configs, the describing side: DescribeConfigs, and how each resource's values are resolved
+(the altering side, AlterConfigs and IncrementalAlterConfigs, is
+:mod:`gregor.broker.handlers.alter_configs`).
 
 Resources are topics (type 2), this broker (4), its loggers (8), client metrics subscriptions
 (16, ``client_metrics_configs``) and groups (32). A topic's
@@ -7,38 +9,28 @@ described by :mod:`gregor.broker.config.topic_configs`. A broker's values come f
 override, the cluster-wide dynamic default (broker resource name ""), ``server.properties``
 and Kafka's default, in that order (:mod:`gregor.broker.config.dynamic_configs`); DescribeConfigs
 reports each key with its source and marks read-only the keys Kafka cannot change
-dynamically. Group configs are :mod:`gregor.broker.coordination.group_configs`. Broker and group overrides
-are stored in the metadata image as config resources. Loggers cannot be altered.
-
-AlterConfigs replaces a resource's whole override set; IncrementalAlterConfigs edits it key by key
-(SET, DELETE, APPEND and SUBTRACT, the last two for list configs only, applied to the
-effective value). Both validate the resulting set as a whole before anything changes, so a
-resource is either fully updated or not at all; ``validate_only`` stops after validation.
+dynamically. Group configs are :mod:`gregor.broker.coordination.group_configs`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Protocol, TypeVar
+from collections.abc import Iterable, Mapping
 
 from gregor.broker.common.errors import code_of, kafka_error, message_of
 from gregor.broker.common.topics import topic_name_error
-from gregor.broker.config.broker_config import BROKER_KEYS, BrokerConfig
+from gregor.broker.config.broker_config import BrokerConfig
 from gregor.broker.config.client_metrics_configs import check_name as check_client_metrics_name
 from gregor.broker.config.client_metrics_configs import (
     describe_client_metrics,
-    validate_client_metrics,
 )
+from gregor.broker.config.config_def import BROKER_KEYS
 from gregor.broker.config.dynamic_configs import (
     Layers,
     broker_layers,
     config_type,
     decode_passwords,
     dynamic_mode,
-    encode_passwords,
-    validate_broker_overrides,
 )
 from gregor.broker.config.topic_configs import (
     BROKER_SYNONYMS,
@@ -48,13 +40,10 @@ from gregor.broker.config.topic_configs import (
     ConfigSource,
     ConfigType,
     describe_topic,
-    effective_value,
-    split_list,
 )
 from gregor.broker.coordination.group_configs import (
     check_group_name,
     describe_group,
-    validate_group_overrides,
 )
 from gregor.broker.handlers.authz import (
     CLUSTER_NAME,
@@ -65,19 +54,11 @@ from gregor.broker.handlers.authz import (
 )
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import BrokerState, RequestContext
-from gregor.cluster.image import TopicImage
 from gregor.protocol.errors import ErrorCode, KafkaError
-from gregor.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
 from gregor.protocol.messages.describe_configs import (
     DescribeConfigsRequest,
     DescribeConfigsResponse,
 )
-from gregor.protocol.messages.incremental_alter_configs import (
-    IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse,
-)
-
-SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 _BROKER_TYPES = {
     "boolean": ConfigType.BOOLEAN,
@@ -92,7 +73,7 @@ _BROKER_TYPES = {
 _LEVEL_NAMES = {"WARNING": "WARN", "CRITICAL": "FATAL", "NOTSET": "ALL"}
 
 
-def _format_default(value: object) -> str | None:
+def format_default(value: object) -> str | None:
     if value is None:
         return None
     if isinstance(value, bool):
@@ -172,7 +153,7 @@ def describe_broker(
         add(
             key.name,
             _BROKER_TYPES.get(key.type, ConfigType.STRING),
-            _format_default(key.default),
+            format_default(key.default),
             key.doc,
         )
     for name, syn in BROKER_SYNONYMS.items():
@@ -226,7 +207,7 @@ def layers_of(broker: BrokerState) -> Layers:
     return broker_layers(broker.image, broker.config.node_id, broker.config.raw)
 
 
-def _clear(broker: BrokerState, props: Mapping[str, str]) -> dict[str, str]:
+def clear_overrides(broker: BrokerState, props: Mapping[str, str]) -> dict[str, str]:
     """Stored broker overrides with their password configs decoded."""
     config = broker.config
     return decode_passwords(props, config.password_encoder, config.old_password_encoder)
@@ -235,7 +216,12 @@ def _clear(broker: BrokerState, props: Mapping[str, str]) -> dict[str, str]:
 def clear_layers_of(broker: BrokerState) -> Layers:
     """``layers_of`` with the stored passwords in clear (for validating a change)."""
     return [
-        (props if source is ConfigSource.STATIC_BROKER_CONFIG else _clear(broker, props), source)
+        (
+            props
+            if source is ConfigSource.STATIC_BROKER_CONFIG
+            else clear_overrides(broker, props),
+            source,
+        )
         for props, source in layers_of(broker)
     ]
 
@@ -353,7 +339,7 @@ async def handle_describe_configs(
     results = []
     for res in req.resources:
         try:
-            _check_config_access(
+            check_config_access(
                 ctx, res.resource_type, res.resource_name, AclOperation.DESCRIBE_CONFIGS
             )
             entries = _describe_resource(ctx.broker, res, include_synonyms, include_documentation)
@@ -380,203 +366,7 @@ async def handle_describe_configs(
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
 
-# --- altering ---
-
-
-def _not_alterable(broker: BrokerState, rtype: int, name: str) -> KafkaError:
-    if rtype == ConfigResourceType.BROKER_LOGGER:
-        check_broker_resource(broker.config, name)
-        return kafka_error(
-            ErrorCode.INVALID_REQUEST, "dynamic broker logger configs are not supported"
-        )
-    return kafka_error(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}.")
-
-
-def _topic_state(broker: BrokerState, name: str) -> TopicImage:
-    ts = broker.image.topic(name)
-    if ts is None:
-        raise kafka_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
-    return ts
-
-
-class _ConfigKey(Protocol):
-    @property
-    def name(self) -> str: ...
-
-
-def _check_unique_keys(configs: Iterable[_ConfigKey]) -> None:
-    dup = [n for n, c in Counter(c.name for c in configs).items() if c > 1]
-    if dup:
-        raise kafka_error(
-            ErrorCode.INVALID_REQUEST,
-            f"Error due to duplicate config keys: {', '.join(sorted(dup))}",
-        )
-
-
-async def _apply(broker: BrokerState, name: str, new: dict[str, str], validate_only: bool) -> None:
-    if validate_only:
-        broker.topics.validate_topic_configs(new)
-    else:
-        await broker.topics.set_topic_configs(name, new)
-
-
-def _current(broker: BrokerState, rtype: int, name: str) -> dict[str, str]:
-    """The override set of a BROKER, GROUP or CLIENT_METRICS resource (after checking its name)."""
-    if rtype == ConfigResourceType.BROKER:
-        check_broker_resource(broker.config, name)
-    elif rtype == ConfigResourceType.GROUP:
-        check_group_name(name)
-    elif rtype == ConfigResourceType.CLIENT_METRICS:
-        check_client_metrics_name(name)
-    else:
-        raise _not_alterable(broker, rtype, name)
-    current = broker.image.config_resource(rtype, name)
-    return _clear(broker, current) if rtype == ConfigResourceType.BROKER else dict(current)
-
-
-async def _apply_resource(
-    broker: BrokerState, rtype: int, name: str, new: dict[str, str], validate_only: bool
-) -> None:
-    """Validate and store a BROKER, GROUP or CLIENT_METRICS resource's new override set (a
-    broker's in clear: its password configs are encrypted here, before they are stored)."""
-    if rtype == ConfigResourceType.BROKER:
-        validate_broker_overrides(name, new, clear_layers_of(broker))
-        new = encode_passwords(new, broker.config.password_encoder)
-    elif rtype == ConfigResourceType.CLIENT_METRICS:
-        validate_client_metrics(new)
-    else:
-        validate_group_overrides(new, broker.config)
-    if not validate_only:
-        await broker.topics.set_config_resource(rtype, name, new)
-
-
-async def _alter(
-    broker: BrokerState, res: AlterConfigsRequest.Resources, validate_only: bool
-) -> None:
-    if res.resource_type != ConfigResourceType.TOPIC:
-        _current(broker, res.resource_type, res.resource_name)
-        _check_unique_keys(res.configs)
-        if any(c.value is None for c in res.configs):
-            raise kafka_error(ErrorCode.INVALID_REQUEST, "Null value not supported")
-        overrides = {c.name: c.value for c in res.configs if c.value is not None}
-        await _apply_resource(
-            broker, res.resource_type, res.resource_name, overrides, validate_only
-        )
-        return
-    _topic_state(broker, res.resource_name)
-    _check_unique_keys(res.configs)
-    new: dict[str, str] = {}
-    for c in res.configs:
-        if c.value is None:
-            raise kafka_error(
-                ErrorCode.INVALID_CONFIG, f"Null value not supported for topic config: {c.name}"
-            )
-        new[c.name] = c.value
-    await _apply(broker, res.resource_name, new, validate_only)
-
-
-async def _incremental_alter(
-    broker: BrokerState, res: IncrementalAlterConfigsRequest.Resources, validate_only: bool
-) -> None:
-    if res.resource_type != ConfigResourceType.TOPIC:
-        await _incremental_alter_resource(broker, res, validate_only)
-        return
-    ts = _topic_state(broker, res.resource_name)
-    _check_unique_keys(res.configs)
-    raw = layers_of(broker)
-    new = dict(ts.configs)
-    for c in res.configs:
-        op, key, value = c.config_operation, c.name, c.value
-        definition = BY_NAME.get(key)
-        if definition is None:
-            raise kafka_error(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
-        if op not in (SET, DELETE, APPEND, SUBTRACT):
-            raise kafka_error(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op} for {key}")
-        if op != DELETE and value is None:
-            raise kafka_error(ErrorCode.INVALID_REQUEST, f"Null value not supported for: {key}")
-        if op == DELETE:
-            new.pop(key, None)
-            continue
-        assert value is not None  # checked above for every operation but DELETE
-        if op == SET:
-            new[key] = value
-        else:
-            if definition.type is not ConfigType.LIST:
-                verb = "append" if op == APPEND else "subtract"
-                raise kafka_error(
-                    ErrorCode.INVALID_CONFIG,
-                    f"Config value {verb} is not allowed for config key: {key}",
-                )
-            current = split_list(effective_value(key, new, raw))
-            items = split_list(value)
-            if op == APPEND:
-                result = current + [i for i in items if i not in current]
-            else:
-                result = [i for i in current if i not in items]
-            new[key] = ",".join(result)
-    await _apply(broker, res.resource_name, new, validate_only)
-
-
-async def _incremental_alter_resource(
-    broker: BrokerState, res: IncrementalAlterConfigsRequest.Resources, validate_only: bool
-) -> None:
-    """IncrementalAlterConfigs for BROKER and GROUP: APPEND/SUBTRACT start from the
-    resource's own override, else the config's default (as Kafka does)."""
-    rtype, name = res.resource_type, res.resource_name
-    new = _current(broker, rtype, name)
-    _check_unique_keys(res.configs)
-    for c in res.configs:
-        op, key, value = c.config_operation, c.name, c.value
-        if op not in (SET, DELETE, APPEND, SUBTRACT):
-            raise kafka_error(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op} for {key}")
-        if op == DELETE:
-            new.pop(key, None)
-            continue
-        if value is None:
-            raise kafka_error(ErrorCode.INVALID_REQUEST, f"Null value not supported for: {key}")
-        if op == SET:
-            new[key] = value
-            continue
-        default = _list_default(rtype, key)
-        if default is None:
-            verb = "append" if op == APPEND else "subtract"
-            raise kafka_error(
-                ErrorCode.INVALID_CONFIG,
-                f"Config value {verb} is not allowed for config key: {key}",
-            )
-        current = split_list(new.get(key, default))
-        items = split_list(value)
-        if op == APPEND:
-            result = current + [i for i in items if i not in current]
-        else:
-            result = [i for i in current if i not in items]
-        new[key] = ",".join(result)
-    await _apply_resource(broker, rtype, name, new, validate_only)
-
-
-def _list_default(rtype: int, key: str) -> str | None:
-    """The default of a broker or client-metrics LIST config as text, None when ``key`` is not
-    a list."""
-    if rtype == ConfigResourceType.CLIENT_METRICS:
-        return "" if key in ("metrics", "match") else None
-    if rtype != ConfigResourceType.BROKER:
-        return None
-    for k in BROKER_KEYS:
-        if k.name == key:
-            return _format_default(k.default) or "" if k.type == "list" else None
-    syn = BROKER_SYNONYMS.get(key)
-    if syn is not None:
-        topic_def = next(d for d in BY_NAME.values() if syn in d.synonyms)
-        if topic_def.type is ConfigType.LIST:
-            return syn.default or ""
-    return None
-
-
-Res = TypeVar("Res", AlterConfigsRequest.Resources, IncrementalAlterConfigsRequest.Resources)
-Out = TypeVar("Out", AlterConfigsResponse.Responses, IncrementalAlterConfigsResponse.Responses)
-
-
-def _check_config_access(
+def check_config_access(
     ctx: RequestContext, resource_type: int, name: str, operation: AclOperation
 ) -> None:
     """Kafka's checks: DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, the group, or (for broker
@@ -592,68 +382,3 @@ def _check_config_access(
             denied_error(target),
             f"Not authorized: {operation.name} on {target.name} {target_name}.",
         )
-
-
-async def _alter_all(
-    ctx: RequestContext,
-    resources: list[Res],
-    validate_only: bool,
-    one: Callable[[BrokerState, Res, bool], Awaitable[None]],
-    result_cls: type[Out],
-) -> list[Out]:
-    broker = ctx.broker
-    counts = Counter((r.resource_type, r.resource_name) for r in resources)
-    out = []
-    for res in resources:
-        try:
-            _check_config_access(
-                ctx, res.resource_type, res.resource_name, AclOperation.ALTER_CONFIGS
-            )
-            if counts[(res.resource_type, res.resource_name)] > 1:
-                raise kafka_error(
-                    ErrorCode.INVALID_REQUEST, "The resource appears more than once in the request."
-                )
-            await one(broker, res, validate_only)
-        except KafkaError as e:
-            out.append(
-                result_cls(
-                    error_code=code_of(e),
-                    error_message=message_of(e),
-                    resource_type=res.resource_type,
-                    resource_name=res.resource_name,
-                )
-            )
-            continue
-        out.append(
-            result_cls(
-                error_code=0,
-                error_message=None,
-                resource_type=res.resource_type,
-                resource_name=res.resource_name,
-            )
-        )
-    return out
-
-
-@handles(AlterConfigsRequest)
-async def handle_alter_configs(
-    ctx: RequestContext, req: AlterConfigsRequest
-) -> AlterConfigsResponse:
-    responses = await _alter_all(
-        ctx, req.resources, req.validate_only, _alter, AlterConfigsResponse.Responses
-    )
-    return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
-
-
-@handles(IncrementalAlterConfigsRequest)
-async def handle_incremental_alter_configs(
-    ctx: RequestContext, req: IncrementalAlterConfigsRequest
-) -> IncrementalAlterConfigsResponse:
-    responses = await _alter_all(
-        ctx,
-        req.resources,
-        req.validate_only,
-        _incremental_alter,
-        IncrementalAlterConfigsResponse.Responses,
-    )
-    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)

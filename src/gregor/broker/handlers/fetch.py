@@ -21,13 +21,13 @@ from collections.abc import Callable
 from gregor.broker.handlers.authz import AclOperation, ResourceType, allowed_names, cluster_allowed
 from gregor.broker.handlers.leader_hints import LeaderHints
 from gregor.broker.handlers.registry import handles
+from gregor.broker.replication.fetch_params import FetchParams, FetchPartition
 from gregor.broker.replication.fetch_session import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     CachedPartition,
     FetchSession,
 )
-from gregor.broker.replication.replica_manager import FetchParams, FetchPartition
 from gregor.broker.state import RequestContext
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.messages.fetch import FetchRequest, FetchResponse

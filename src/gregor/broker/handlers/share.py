@@ -1,18 +1,19 @@
 """Share groups (KIP-932): ShareGroupHeartbeat and ShareGroupDescribe (v0-1) on the group
-coordinator, ShareFetch and ShareAcknowledge (v0-1) on the partition leaders, and the share
-coordinator's state APIs (Initialize/Read/Write/Delete/ReadSummary ShareGroupState, v0).
+coordinator, ShareFetch and ShareAcknowledge (v0-1) on the partition leaders. The share
+coordinator's state APIs (Initialize/Read/Write/Delete/ReadSummary ShareGroupState, v0) are
+:mod:`gregor.broker.handlers.share_state`, the admin APIs of share groups' offsets
+:mod:`gregor.broker.handlers.share_group_offsets`.
 
 All of them answer UNSUPPORTED_VERSION while the finalized ``share.version`` is 0, as Kafka's
 do. Authorization is Kafka's: the group APIs need READ (heartbeat, fetch, acknowledge) or
-DESCRIBE (describe) on the group, a subscription or fetch READ/DESCRIBE on each topic, and the
-state APIs CLUSTER_ACTION on the cluster (they are for brokers).
+DESCRIBE (describe) on the group, and a subscription or fetch READ/DESCRIBE on each topic.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Protocol
 
 from gregor.broker.access.authorized_ops import authorized_operations
 from gregor.broker.controller import features
@@ -22,41 +23,11 @@ from gregor.broker.handlers.authz import (
     ResourceType,
     allowed,
     allowed_names,
-    cluster_allowed,
     ops_authorizer,
 )
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import RequestContext
-from gregor.coordinator.share.state import ShareKey, StateBatch
 from gregor.protocol.errors import ErrorCode
-from gregor.protocol.messages.alter_share_group_offsets import (
-    AlterShareGroupOffsetsRequest,
-    AlterShareGroupOffsetsResponse,
-)
-from gregor.protocol.messages.delete_share_group_offsets import (
-    DeleteShareGroupOffsetsRequest,
-    DeleteShareGroupOffsetsResponse,
-)
-from gregor.protocol.messages.delete_share_group_state import (
-    DeleteShareGroupStateRequest,
-    DeleteShareGroupStateResponse,
-)
-from gregor.protocol.messages.describe_share_group_offsets import (
-    DescribeShareGroupOffsetsRequest,
-    DescribeShareGroupOffsetsResponse,
-)
-from gregor.protocol.messages.initialize_share_group_state import (
-    InitializeShareGroupStateRequest,
-    InitializeShareGroupStateResponse,
-)
-from gregor.protocol.messages.read_share_group_state import (
-    ReadShareGroupStateRequest,
-    ReadShareGroupStateResponse,
-)
-from gregor.protocol.messages.read_share_group_state_summary import (
-    ReadShareGroupStateSummaryRequest,
-    ReadShareGroupStateSummaryResponse,
-)
 from gregor.protocol.messages.share_acknowledge import (
     ShareAcknowledgeRequest,
     ShareAcknowledgeResponse,
@@ -70,16 +41,12 @@ from gregor.protocol.messages.share_group_heartbeat import (
     ShareGroupHeartbeatRequest,
     ShareGroupHeartbeatResponse,
 )
-from gregor.protocol.messages.write_share_group_state import (
-    WriteShareGroupStateRequest,
-    WriteShareGroupStateResponse,
-)
 
 _OFF = "share groups are off: the finalized share.version is 0"
 DEFAULT_MAX_RECORDS = 500
 
 
-def _share_on(ctx: RequestContext) -> bool:
+def share_groups_on(ctx: RequestContext) -> bool:
     return features.level(ctx.broker.image.features, features.SHARE_VERSION) >= 1
 
 
@@ -99,7 +66,7 @@ async def handle_share_group_heartbeat(
             heartbeat_interval_ms=0,
         )
 
-    if not _share_on(ctx):
+    if not share_groups_on(ctx):
         return answer(ErrorCode.UNSUPPORTED_VERSION, _OFF)
     if not allowed(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id):
         return answer(ErrorCode.GROUP_AUTHORIZATION_FAILED)
@@ -165,7 +132,7 @@ async def handle_share_group_describe(
     out = []
     image = ctx.broker.image
     for gid in req.group_ids:
-        if not _share_on(ctx):
+        if not share_groups_on(ctx):
             out.append(failed(gid, ErrorCode.UNSUPPORTED_VERSION, _OFF))
             continue
         if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, gid):
@@ -255,7 +222,7 @@ async def handle_share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> Sha
             error_code=error, error_message=message, acquisition_lock_timeout_ms=lock_ms
         )
 
-    if not _share_on(ctx):
+    if not share_groups_on(ctx):
         return top(ErrorCode.UNSUPPORTED_VERSION, _OFF)
     group, member = req.group_id or "", req.member_id or ""
     if not group or not member:
@@ -374,7 +341,7 @@ async def handle_share_acknowledge(
 ) -> ShareAcknowledgeResponse:
     R = ShareAcknowledgeResponse.Responses
     P = R.Partitions
-    if not _share_on(ctx):
+    if not share_groups_on(ctx):
         return ShareAcknowledgeResponse(
             error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=_OFF
         )
@@ -441,331 +408,3 @@ async def handle_share_acknowledge(
         for tid, i in unknown
     ]
     return ShareAcknowledgeResponse(error_code=0, responses=responses)
-
-
-# --- the share coordinator's state APIs ---
-
-
-def _state_refusal(ctx: RequestContext) -> int:
-    if not _share_on(ctx):
-        return ErrorCode.UNSUPPORTED_VERSION
-    if not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):
-        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-    return 0
-
-
-async def _codes_per_partition(
-    ctx: RequestContext, req: Any, response: Any, change: Callable[[ShareKey, Any], Awaitable[int]]
-) -> list[Any]:
-    """Initialize, Write and Delete ShareGroupState: one error code per partition (the refusal
-    of the whole request, or ``change``'s answer), in their common response layout."""
-    R = response.Results
-    refusal = _state_refusal(ctx)
-    results = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            code = refusal or await change((req.group_id, t.topic_id, p.partition), p)
-            parts.append(R.Partitions(partition=p.partition, error_code=code))
-        results.append(R(topic_id=t.topic_id, partitions=parts))
-    return results
-
-
-@handles(InitializeShareGroupStateRequest)
-async def handle_initialize_share_group_state(
-    ctx: RequestContext, req: InitializeShareGroupStateRequest
-) -> InitializeShareGroupStateResponse:
-    service = ctx.broker.shares.state
-    return InitializeShareGroupStateResponse(
-        results=await _codes_per_partition(
-            ctx,
-            req,
-            InitializeShareGroupStateResponse,
-            lambda key, p: service.initialize(key, p.state_epoch, p.start_offset),
-        )
-    )
-
-
-@handles(ReadShareGroupStateRequest)
-async def handle_read_share_group_state(
-    ctx: RequestContext, req: ReadShareGroupStateRequest
-) -> ReadShareGroupStateResponse:
-    R = ReadShareGroupStateResponse.Results
-    refusal = _state_refusal(ctx)
-    service = ctx.broker.shares.state
-    results = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            if refusal:
-                parts.append(
-                    R.Partitions(partition=p.partition, error_code=refusal, start_offset=-1)
-                )
-                continue
-            r = await service.read((req.group_id, t.topic_id, p.partition), p.leader_epoch)
-            parts.append(
-                R.Partitions(
-                    partition=p.partition,
-                    error_code=r.error,
-                    state_epoch=r.state_epoch,
-                    start_offset=r.start_offset,
-                    state_batches=[
-                        R.Partitions.StateBatches(
-                            first_offset=b.first_offset,
-                            last_offset=b.last_offset,
-                            delivery_state=b.delivery_state,
-                            delivery_count=b.delivery_count,
-                        )
-                        for b in r.state_batches
-                    ],
-                )
-            )
-        results.append(R(topic_id=t.topic_id, partitions=parts))
-    return ReadShareGroupStateResponse(results=results)
-
-
-@handles(ReadShareGroupStateSummaryRequest)
-async def handle_read_share_group_state_summary(
-    ctx: RequestContext, req: ReadShareGroupStateSummaryRequest
-) -> ReadShareGroupStateSummaryResponse:
-    R = ReadShareGroupStateSummaryResponse.Results
-    refusal = _state_refusal(ctx)
-    service = ctx.broker.shares.state
-    results = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            if refusal:
-                parts.append(
-                    R.Partitions(partition=p.partition, error_code=refusal, start_offset=-1)
-                )
-                continue
-            r = await service.read(
-                (req.group_id, t.topic_id, p.partition), p.leader_epoch, summary=True
-            )
-            parts.append(
-                R.Partitions(
-                    partition=p.partition,
-                    error_code=r.error,
-                    state_epoch=r.state_epoch,
-                    start_offset=r.start_offset,
-                )
-            )
-        results.append(R(topic_id=t.topic_id, partitions=parts))
-    return ReadShareGroupStateSummaryResponse(results=results)
-
-
-@handles(WriteShareGroupStateRequest)
-async def handle_write_share_group_state(
-    ctx: RequestContext, req: WriteShareGroupStateRequest
-) -> WriteShareGroupStateResponse:
-    service = ctx.broker.shares.state
-
-    def write(key: ShareKey, p: WriteShareGroupStateRequest.Topics.Partitions) -> Awaitable[int]:
-        batches = [
-            StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-            for b in p.state_batches
-        ]
-        return service.write(key, p.state_epoch, p.leader_epoch, p.start_offset, batches)
-
-    return WriteShareGroupStateResponse(
-        results=await _codes_per_partition(ctx, req, WriteShareGroupStateResponse, write)
-    )
-
-
-@handles(DeleteShareGroupStateRequest)
-async def handle_delete_share_group_state(
-    ctx: RequestContext, req: DeleteShareGroupStateRequest
-) -> DeleteShareGroupStateResponse:
-    service = ctx.broker.shares.state
-    return DeleteShareGroupStateResponse(
-        results=await _codes_per_partition(
-            ctx,
-            req,
-            DeleteShareGroupStateResponse,
-            lambda key, p: service.delete(key),
-        )
-    )
-
-
-# --- the share groups' offsets (admin) ---
-
-
-async def _empty_group_refusal(ctx: RequestContext, group: str) -> int:
-    """0 when ``group`` may have its offsets changed here: coordinated here and with no members."""
-    if not _share_on(ctx):
-        return ErrorCode.UNSUPPORTED_VERSION
-    error = await ctx.broker.groups.coordinator_error(group)
-    if error:
-        return error
-    g = ctx.broker.shares.groups.groups.get(group)
-    if g is not None and g.members:
-        return ErrorCode.NON_EMPTY_GROUP
-    return 0
-
-
-@handles(DescribeShareGroupOffsetsRequest)
-async def handle_describe_share_group_offsets(
-    ctx: RequestContext, req: DescribeShareGroupOffsetsRequest
-) -> DescribeShareGroupOffsetsResponse:
-    G = DescribeShareGroupOffsetsResponse.Groups
-    T = G.Topics
-    image = ctx.broker.image
-    shares = ctx.broker.shares
-    out = []
-    for g in req.groups:
-        error = 0 if _share_on(ctx) else ErrorCode.UNSUPPORTED_VERSION
-        if not error and not allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id):
-            error = ErrorCode.GROUP_AUTHORIZATION_FAILED
-        if not error:
-            error = await ctx.broker.groups.coordinator_error(g.group_id)
-        if error:
-            out.append(G(group_id=g.group_id, error_code=error, topics=[]))
-            continue
-        every = g.topics is None
-        wanted = [(t.topic_name, list(t.partitions)) for t in g.topics or []]
-        if every:
-            wanted = [
-                (name, list(range(len(t.partitions))))
-                for name, t in sorted(image.topics.items())
-                if not t.internal
-            ]
-        visible = allowed_names(
-            ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, {n for n, _ in wanted}
-        )
-        topics = []
-        for name, indexes in wanted:
-            t = image.topic(name)
-            parts = []
-            for i in indexes:
-                if name not in visible:
-                    parts.append(
-                        T.Partitions(
-                            partition_index=i,
-                            start_offset=-1,
-                            lag=-1,
-                            leader_epoch=-1,
-                            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                        )
-                    )
-                    continue
-                if t is None or not 0 <= i < len(t.partitions):
-                    parts.append(
-                        T.Partitions(
-                            partition_index=i,
-                            start_offset=-1,
-                            lag=-1,
-                            leader_epoch=-1,
-                            error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                        )
-                    )
-                    continue
-                r = await shares.partitions.persister.read(
-                    (g.group_id, t.topic_id, i), -1, summary=True
-                )
-                if every and (r.error or r.start_offset < 0):
-                    continue  # "every partition": only those the group has state for
-                parts.append(
-                    T.Partitions(
-                        partition_index=i,
-                        start_offset=r.start_offset if not r.error else -1,
-                        lag=shares.partitions.lag(g.group_id, name, i, r.start_offset)
-                        if not r.error
-                        else -1,
-                        leader_epoch=r.leader_epoch,
-                        error_code=r.error,
-                    )
-                )
-            if parts:
-                topics.append(
-                    T(
-                        topic_name=name,
-                        topic_id=t.topic_id if t else uuid.UUID(int=0),
-                        partitions=parts,
-                    )
-                )
-        out.append(G(group_id=g.group_id, error_code=0, topics=topics))
-    return DescribeShareGroupOffsetsResponse(groups=out)
-
-
-@handles(AlterShareGroupOffsetsRequest)
-async def handle_alter_share_group_offsets(
-    ctx: RequestContext, req: AlterShareGroupOffsetsRequest
-) -> AlterShareGroupOffsetsResponse:
-    T = AlterShareGroupOffsetsResponse.Responses
-    if not allowed(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id):
-        return AlterShareGroupOffsetsResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    refusal = await _empty_group_refusal(ctx, req.group_id)
-    if refusal:
-        return AlterShareGroupOffsetsResponse(error_code=refusal)
-    image = ctx.broker.image
-    persister = ctx.broker.shares.partitions.persister
-    readable = allowed_names(
-        ctx, AclOperation.READ, ResourceType.TOPIC, {t.topic_name for t in req.topics}
-    )
-    out = []
-    for topic in req.topics:
-        t = image.topic(topic.topic_name)
-        parts = []
-        for p in topic.partitions:
-            code: int
-            if topic.topic_name not in readable:
-                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            elif t is None or not 0 <= p.partition_index < len(t.partitions):
-                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif p.start_offset < 0:
-                code = ErrorCode.INVALID_REQUEST
-            else:
-                key = (req.group_id, t.topic_id, p.partition_index)
-                current = await persister.read(key, -1, summary=True)
-                code = current.error or await persister.initialize(
-                    key, current.state_epoch + 1, p.start_offset
-                )
-            parts.append(T.Partitions(partition_index=p.partition_index, error_code=code))
-        out.append(
-            T(
-                topic_name=topic.topic_name,
-                topic_id=t.topic_id if t else uuid.UUID(int=0),
-                partitions=parts,
-            )
-        )
-    ctx.broker.shares.partitions.forget(req.group_id, [t.topic_name for t in req.topics])
-    return AlterShareGroupOffsetsResponse(error_code=0, responses=out)
-
-
-@handles(DeleteShareGroupOffsetsRequest)
-async def handle_delete_share_group_offsets(
-    ctx: RequestContext, req: DeleteShareGroupOffsetsRequest
-) -> DeleteShareGroupOffsetsResponse:
-    T = DeleteShareGroupOffsetsResponse.Responses
-    if not allowed(ctx, AclOperation.DELETE, ResourceType.GROUP, req.group_id):
-        return DeleteShareGroupOffsetsResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    refusal = await _empty_group_refusal(ctx, req.group_id)
-    if refusal:
-        return DeleteShareGroupOffsetsResponse(error_code=refusal)
-    image = ctx.broker.image
-    persister = ctx.broker.shares.partitions.persister
-    readable = allowed_names(
-        ctx, AclOperation.READ, ResourceType.TOPIC, {t.topic_name for t in req.topics}
-    )
-    out = []
-    for topic in req.topics:
-        t = image.topic(topic.topic_name)
-        code: int
-        if topic.topic_name not in readable:
-            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        elif t is None:
-            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        else:
-            code = 0
-            for i in range(len(t.partitions)):
-                code = code or await persister.delete((req.group_id, t.topic_id, i))
-        out.append(
-            T(
-                topic_name=topic.topic_name,
-                topic_id=t.topic_id if t else uuid.UUID(int=0),
-                error_code=code,
-            )
-        )
-    ctx.broker.shares.partitions.forget(req.group_id, [t.topic_name for t in req.topics])
-    return DeleteShareGroupOffsetsResponse(error_code=0, responses=out)

@@ -23,7 +23,8 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 
 from gregor.broker.config.metrics_web import BasicAuth, WebConfig
-from gregor.broker.metrics.broker_metrics import Broker, render, take_snapshot
+from gregor.broker.metrics.broker_collector import render
+from gregor.broker.metrics.broker_metrics import Broker, take_snapshot
 
 log = logging.getLogger("gregor.broker")
 

@@ -18,7 +18,7 @@ frame decoder's limit is simply lower until the login completes, so the check co
 more per frame. A client that hangs up while its request waits (a
 long-poll fetch) is released at once. A connection with no
 request in hand and nothing received or sent for ``connections.max.idle.ms`` is closed by
-``close_idle``, which the broker calls periodically.
+``connection_expiry.close_idle``, which the broker calls periodically.
 
 Shutdown (SIGTERM/SIGINT): stop accepting, let each connection finish the request it is
 handling, close the logs (flush, clean-shutdown marker), exit 0.
@@ -530,55 +530,6 @@ class Connection(AcceptedConnection):
         self._release_slot()  # counted as closed now, so limits see the slot free at once
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
-
-
-def close_idle(connections: set[Connection], max_idle_ms: int) -> int:
-    """Close connections with no request in hand that have been silent for ``max_idle_ms``
-    (``connections.max.idle.ms``); returns how many."""
-    if max_idle_ms < 0:
-        return 0
-    now = asyncio.get_running_loop().time()
-    closed = 0
-    for conn in list(connections):
-        if (
-            not conn.busy
-            and not conn.has_queued_frames
-            and (now - conn.last_active) * 1000 >= max_idle_ms
-        ):
-            log_event(log, "connection.idle_closed", peer=conn.info.peer, idle_ms=max_idle_ms)
-            conn.close()
-            closed += 1
-    return closed
-
-
-def close_excess(connections: set[Connection], quotas: ConnectionQuotas) -> int:
-    """While the connections are more than ``max.connections`` (the exempt inter-broker
-    listener took some, or the limit was lowered), close the least recently active one of
-    the other listeners, as Kafka's processors close their lowest-priority channel; returns
-    how many were closed."""
-    closed = 0
-    if not quotas.exceeded():
-        return 0
-    candidates = sorted(
-        (c for c in connections if not c.closed and c.info.listener != quotas.protected),
-        # last_active has the loop clock's resolution (a millisecond under uvloop); the
-        # arrival of the last request (perf_counter) orders connections active within one.
-        key=lambda c: (c.last_active, c.frame_arrival),
-    )
-    for conn in candidates:
-        if not quotas.exceeded():
-            break
-        log_event(
-            log,
-            "connection.closed",
-            logging.INFO,
-            peer=conn.info.peer,
-            listener=conn.info.listener,
-            reason=f"max.connections={quotas.max_connections} exceeded",
-        )
-        conn.close()
-        closed += 1
-    return closed
 
 
 async def start_listener(

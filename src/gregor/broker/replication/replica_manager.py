@@ -6,10 +6,10 @@ Theory of operation. The ``ReplicaManager`` owns one ``Partition`` per hosted pa
 through this class:
 
 * **Produce** (``append_records``): Kafka's checks of the request's records come first (one
-  v2 batch from Produce v3 on, base offset 0, known codecs), legacy message sets are
-  up-converted to RecordBatch v2, a transactional batch that would start a transaction is
-  verified with the transaction coordinator first (KIP-890), a compressed batch is
-  decompressed and its records walked (``validator.scan_batches``; one that inflates past
+  v2 batch from Produce v3 on, base offset 0, known codecs; ``produce_validation``), legacy
+  message sets are up-converted to RecordBatch v2, a transactional batch that would start a
+  transaction is verified with the transaction coordinator first (KIP-890), a compressed batch
+  is decompressed and its records walked (``validator.scan_batches``; one that inflates past
   ``INLINE_DECOMPRESSED_BYTES`` in a worker thread, so a decompression bomb does not stall the
   event loop), each partition is appended by its ``Partition`` (the record checks, offsets and
   leader epoch are the log's and the partition's business; errors with KIP-467's record errors
@@ -20,11 +20,11 @@ through this class:
   ``PartitionWriter``) and **transaction markers** (``write_txn_marker``) take the same
   partition path. Listeners registered with ``on_txn_marker`` hear of every marker (the group
   coordinator turns pending transactional offsets into committed ones).
-* **Fetch** (``fetch``): reads every requested partition; if fewer than ``min_bytes`` are
-  ready it parks one future on each partition's waiters and reads again when any of them
-  moves (high watermark for consumers, log end offset for followers) or ``max_wait_ms``
-  passes (the fetch purgatory). A fetch from a follower also reports its position to the
-  partition, which may move the high watermark.
+* **Fetch** (``fetch``; its parameters and results are ``fetch_params``): reads every
+  requested partition; if fewer than ``min_bytes`` are ready it parks one future on each
+  partition's waiters and reads again when any of them moves (high watermark for consumers,
+  log end offset for followers) or ``max_wait_ms`` passes (the fetch purgatory). A fetch from
+  a follower also reports its position to the partition, which may move the high watermark.
 
 Everything runs on the broker's event loop. Whether an absent partition is unknown or simply
 led elsewhere is read from the current metadata image.
@@ -43,47 +43,47 @@ from typing import Protocol
 from gregor.broker.common.errors import code_of, kafka_error, message_of
 from gregor.broker.common.file_send import SendableRegion
 from gregor.broker.common.topics import INTERNAL_TOPICS
+from gregor.broker.replication.fetch_params import (
+    FetchParams,
+    FetchPartition,
+    convert_all,
+    drop_partial_tail,
+    nothing_to_read,
+)
 from gregor.broker.replication.partition import Partition
+from gregor.broker.replication.produce_validation import (
+    check_batches,
+    scan_compressed,
+    upconvert_legacy,
+)
 from gregor.cluster.image import MetadataImage
 from gregor.coordinator.txn.types import TxnOperation
 from gregor.protocol.errors import (
     CorruptMessageError,
     ErrorCode,
-    InvalidRecordError,
     InvalidTopicError,
     KafkaError,
     NotLeaderOrFollowerError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
-    UnsupportedCompressionTypeError,
 )
 from gregor.protocol.exceptions import ProtocolError
-from gregor.protocol.records.convert import upconvert
 from gregor.protocol.records.header import (
     HEADER_SIZE,
-    iter_batches,
     peek_magic,
     read_header,
 )
-from gregor.storage.errors import RecordError, RecordTooLargeError
+from gregor.storage.errors import RecordError
 from gregor.storage.log import Log
 from gregor.storage.log_info import LogAppendInfo
 from gregor.storage.log_move import LogCopy, copy_all
 from gregor.storage.manager import LogManager
 from gregor.storage.producer_state import AppendOrigin
-from gregor.storage.transaction_index import AbortedTxn
-from gregor.storage.validator import MAX_DECOMPRESSED_SIZE, ScannedBatch, scan_batches
+from gregor.storage.validator import ScannedBatch
 
 log = logging.getLogger("gregor.broker.replica_manager")
 
 TopicPartition = tuple[str, int]
-ZSTD = 4
-MAX_CODEC = ZSTD  # none, gzip, snappy, lz4, zstd
-#: A cut-off read whose first batch is smaller than 1/MANY_BATCHES of it is sent as it is.
-MANY_BATCHES = 8
-#: A produced compressed batch is decompressed and walked on the event loop up to this many
-#: bytes of records (about a millisecond); a larger one again in a worker thread.
-INLINE_DECOMPRESSED_BYTES = 1 << 20
 
 
 class TransactionVerifier(Protocol):
@@ -122,54 +122,6 @@ class ProduceResult:
     info: LogAppendInfo | None = None
     #: KIP-467: (batch_index, message) of each record at fault in a refused batch.
     record_errors: list[RecordError] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class FetchPartition:
-    """One partition of a fetch: what to read, and (after ``fetch``) what was found."""
-
-    topic: str
-    index: int
-    fetch_offset: int
-    max_bytes: int
-    current_leader_epoch: int = -1
-    #: An error known before reading (an unknown topic id); the result is then that error.
-    preset_error: ErrorCode = ErrorCode.NONE
-    error: ErrorCode = ErrorCode.NONE
-    records: bytes | memoryview | SendableRegion | None = None
-    high_watermark: int = -1
-    last_stable_offset: int = -1
-    log_start_offset: int = -1
-    aborted_transactions: list[AbortedTxn] | None = None
-    size: int = 0
-    #: KIP-392: the replica the consumer should read this partition from (-1: here).
-    preferred_read_replica: int = -1
-
-
-@dataclass(slots=True)
-class FetchParams:
-    max_bytes: int
-    min_bytes: int
-    max_wait_ms: int
-    isolation: int
-    replica_id: int = -1
-    #: Error for a partition this broker does not know.
-    unknown_error: ErrorCode = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    #: Applied to each partition's records (down-conversion for old fetch versions), in a
-    #: worker thread: (records, fetch offset, byte limit) -> the converted records.
-    convert: Callable[[bytes | memoryview, int, int], bytes | memoryview] | None = None
-    #: Done when the client hung up: a waiting fetch returns at once.
-    hung_up: asyncio.Future[None] | None = None
-    #: Records may be handed out as file regions for sendfile (a plain-TCP connection).
-    sendfile: bool = False
-    #: KIP-392 (Fetch v11+ from a consumer): a follower may serve this fetch, and with a rack
-    #: aware replica selector the leader points the consumer to a replica in ``client_rack``.
-    follower_read: bool = False
-    client_rack: str | None = None
-
-    @property
-    def from_follower(self) -> bool:
-        return self.replica_id >= 0
 
 
 class ReplicaManager:
@@ -357,7 +309,7 @@ class ReplicaManager:
             try:
                 partition = self.leader_partition(topic, index)
                 if records is None or len(records) == 0:
-                    raise _corrupt("empty record set")
+                    raise CorruptMessageError("empty record set")
                 data, scanned = await self._prepare(
                     partition, records, transactional_id, version, txn_operation
                 )
@@ -393,33 +345,9 @@ class ReplicaManager:
         if partition.topic in INTERNAL_TOPICS:
             raise InvalidTopicError(f"Cannot append to internal topic {partition.topic}")
         if peek_magic(records) < 2:
-            if version >= 3:
-                raise InvalidRecordError(
-                    f"Produce requests with version {version} are only allowed to contain record "
-                    "batches with magic version 2"
-                )
             limit = max(partition.log.config.max_message_bytes * 4, 1 << 26)
-            return upconvert(records, max_decompressed_size=limit), None
-        compressed = False
-        batches = 0
-        for _, header in iter_batches(records):
-            batches += 1
-            if version >= 3 and batches > 1:
-                raise InvalidRecordError(
-                    f"Produce requests with version {version} are only allowed to contain exactly "
-                    "one record batch"
-                )
-            if header.base_offset != 0:
-                raise InvalidRecordError(
-                    f"The baseOffset of the record batch in the append to {partition.topic}-"
-                    f"{partition.index} should be 0, but it is {header.base_offset}"
-                )
-            codec = header.compression
-            if codec > MAX_CODEC:
-                raise CorruptMessageError(f"unknown compression codec {codec}")
-            if codec == ZSTD and version < 7:
-                raise UnsupportedCompressionTypeError("zstd needs Produce v7 or later")
-            compressed = compressed or codec != 0
+            return upconvert_legacy(records, version, limit), None
+        compressed = check_batches(partition.topic, partition.index, records, version)
         if (
             transactional_id is not None
             and self.transactions is not None
@@ -441,7 +369,7 @@ class ReplicaManager:
                 )
                 if code:
                     raise kafka_error(code, f"transaction verification failed: {code.name}")
-        return records, (await _scan_compressed(records) if compressed else None)
+        return records, (await scan_compressed(records) if compressed else None)
 
     @staticmethod
     async def _await_acks(
@@ -526,7 +454,7 @@ class ReplicaManager:
                 or any(part.error for part in parts)
             ):
                 if params.convert is not None:
-                    await _convert_all(parts, params)
+                    await convert_all(parts, params)
                 return
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             for p in hosted:
@@ -595,11 +523,11 @@ class ReplicaManager:
                 if preferred >= 0:
                     # KIP-392: no records from here; the consumer goes to ``preferred``.
                     part.preferred_read_replica = preferred
-                    _nothing_to_read(part, partition.log)
+                    nothing_to_read(part, partition.log)
                     continue
             if params.from_follower and part.fetch_offset == partition.log.log_end_offset:
                 # A follower that has everything: nothing to read (most partitions, most times).
-                _nothing_to_read(part, partition.log)
+                nothing_to_read(part, partition.log)
                 continue
             limit = min(part.max_bytes, params.max_bytes - total)
             try:
@@ -632,90 +560,3 @@ class ReplicaManager:
             part.log_start_offset = read.log_start_offset
             part.aborted_transactions = read.aborted_transactions
         return total
-
-
-async def _convert_all(parts: list[FetchPartition], params: FetchParams) -> None:
-    """Down-convert each part's records for an old fetch version in a worker thread (a batch
-    may inflate to the decompression bound; the event loop goes on serving meanwhile), at most
-    the part's byte limit of them from its fetch offset; a batch that cannot be converted
-    (zstd, corrupt) answers that partition's error."""
-    convert = params.convert
-    assert convert is not None
-    loop = asyncio.get_running_loop()
-    for part in parts:
-        records = part.records
-        if part.error or records is None or not len(records):
-            continue
-        assert not isinstance(records, SendableRegion)  # no regions when converting
-        limit = max(min(part.max_bytes, params.max_bytes), 1)
-        try:
-            converted = await loop.run_in_executor(None, convert, records, part.fetch_offset, limit)
-        except (KafkaError, ProtocolError) as e:
-            part.error, part.records, part.size = code_of(e), b"", 0
-            continue
-        part.records, part.size = converted, len(converted)
-
-
-def _nothing_to_read(part: FetchPartition, log: Log) -> None:
-    """Answer ``part`` with no records and the log's current offsets."""
-    part.records, part.size = b"", 0
-    part.high_watermark = log.high_watermark
-    part.last_stable_offset = log.last_stable_offset
-    part.log_start_offset = log.log_start_offset
-
-
-def _batch_length_at(records: bytes | memoryview | SendableRegion, pos: int) -> int:
-    """The batch length field of the batch at ``pos`` (its header's bytes 8..12)."""
-    if isinstance(records, SendableRegion):
-        field = records.pread(pos + 8, 4)
-        return int.from_bytes(field, "big", signed=True) if len(field) == 4 else -1
-    return int.from_bytes(records[pos + 8 : pos + 12], "big", signed=True)
-
-
-def drop_partial_tail(
-    records: bytes | memoryview | SendableRegion,
-) -> bytes | memoryview | SendableRegion:
-    """A read cut off by the byte limit usually ends inside a batch, which the client can only
-    discard (Kafka sends it anyway). When the batches are big, leave that tail out: it can be
-    nearly as large as the rest. Reads of many small batches are sent as they are (judged by
-    the first batch: the tail is then small, and walking the batches would cost more than
-    sending it), and so is a read that is all tail, so an old client can still see that a
-    batch is larger than its limit."""
-    n = len(records)
-    if n < 12:
-        return records
-    first = 12 + _batch_length_at(records, 0)  # base offset, length
-    if first * MANY_BATCHES < n:
-        return records
-    pos = 0
-    for _ in range(4 * MANY_BATCHES):
-        if pos + 12 > n:
-            break
-        end = pos + 12 + _batch_length_at(records, pos)
-        if end > n or end <= pos:
-            break
-        pos = end
-    else:
-        return records
-    if not 0 < pos < n:
-        return records
-    if isinstance(records, SendableRegion):
-        head = records.head(pos)
-        records.close()
-        return head
-    return memoryview(records)[:pos]
-
-
-def _corrupt(message: str) -> KafkaError:
-    return CorruptMessageError(message)
-
-
-async def _scan_compressed(records: bytes | bytearray | memoryview) -> list[ScannedBatch] | None:
-    """``validator.scan_batches`` of a compressed record set: on the event loop while its
-    batches decompress to at most ``INLINE_DECOMPRESSED_BYTES``, else all over again in a worker
-    thread (the codecs release the GIL), up to the log's bound."""
-    scanned = scan_batches(records, INLINE_DECOMPRESSED_BYTES)
-    if scanned is not None and any(isinstance(b.error, RecordTooLargeError) for b in scanned):
-        loop = asyncio.get_running_loop()
-        scanned = await loop.run_in_executor(None, scan_batches, records, MAX_DECOMPRESSED_SIZE)
-    return scanned
