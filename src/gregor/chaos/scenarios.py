@@ -143,13 +143,9 @@ def run_scenario(
     tid = f"chaos-scenario-{uuid.uuid4().hex[:8]}"
     key_a, key_b = 0, 1
     out: dict[str, Any] = {"scenario": name, "client": client}
-    producer = _client(
-        cluster,
-        client,
-        tid,
-        "chaos-scenario",
-        "chaos-zombie" if name.endswith("zombie") else "chaos-s1",
-    )
+    t1_id = "chaos-zombie" if name.endswith("zombie") else "chaos-s1"
+    t2_id = "chaos-s2" if name.endswith("zombie") else "chaos-s1"
+    producer = _client(cluster, client, tid, "chaos-scenario", t1_id)
     observer = _client(
         cluster, "confluent", None, f"chaos-observer-{uuid.uuid4().hex[:6]}", "chaos-observer"
     )
@@ -158,7 +154,7 @@ def run_scenario(
     try:
         if name == "hold-produce":
             proxy = cluster.client_proxy[_leader(cluster, key_a)]
-            rec.invoke(1, "txn", [["send", key_a, v1, None]], abort=True)
+            rec.invoke(1, "txn", [["send", key_a, v1, None]], abort=True, client_id=t1_id)
             producer.begin()
             proxy.hold([PRODUCE], count=1, close_after=0.5)
             o1 = producer.send(key_a, v1)
@@ -167,7 +163,7 @@ def run_scenario(
             rec.done(1, "txn", "fail", [["send", key_a, v1, o1]], error="aborted on purpose")
         else:
             proxy = cluster.client_proxy[_coordinator(cluster, tid)]
-            rec.invoke(1, "txn", [["send", key_a, v1, None]])
+            rec.invoke(1, "txn", [["send", key_a, v1, None]], client_id=t1_id)
             producer.begin()
             o1 = producer.send(key_a, v1)
             zombie = name.endswith("zombie")
@@ -191,7 +187,7 @@ def run_scenario(
                     commit_start=commit_start,
                 )
                 producer = _client(
-                    cluster, client, tid, "chaos-scenario", "chaos-s2"
+                    cluster, client, tid, "chaos-scenario", t2_id
                 )  # fences the old epoch
             else:
                 t.join(60)
@@ -207,7 +203,7 @@ def run_scenario(
                 out["t1_commit"] = err or "ok"
         # T2: begin, send, release the held request into it, let an observer poll, end it.
         t2: list[list[Any]] = [["send", key_b if name != "hold-produce" else key_a, v2, None]]
-        rec.invoke(2, "txn", [list(m) for m in t2], abort=name != "hold-produce")
+        rec.invoke(2, "txn", [list(m) for m in t2], abort=name != "hold-produce", client_id=t2_id)
         producer.begin()
         t2[0][3] = producer.send(t2[0][1], v2)
         released = proxy.release()
@@ -324,7 +320,13 @@ def _stale_leader_marker(
     producer = _client(cluster, client, tid, "chaos-scenario", "chaos-s1")
     v1, v1b, v2 = 1_000_001, 1_000_002, 1_000_003
     try:
-        rec.invoke(1, "txn", [["send", key, v1, None], ["send", other_key, v1b, None]], abort=True)
+        rec.invoke(
+            1,
+            "txn",
+            [["send", key, v1, None], ["send", other_key, v1b, None]],
+            abort=True,
+            client_id="chaos-s1",
+        )
         producer.begin()
         o1 = producer.send(key, v1)
         o1b = producer.send(other_key, v1b)
@@ -356,7 +358,7 @@ def _stale_leader_marker(
         out["leader_moved"] = _until(moved, 60)
         cluster.heal_network()
         # T2, the same producer id and epoch: commit v2 on the same key.
-        rec.invoke(2, "txn", [["send", key, v2, None]])
+        rec.invoke(2, "txn", [["send", key, v2, None]], client_id="chaos-s1")
         producer.begin()
         o2 = producer.send(key, v2)
         commit_start = round(history.now(), 6)
