@@ -437,6 +437,45 @@ def test_a_producers_own_late_end_txn_of_version_1_is_attributed() -> None:
     assert allowed["held"]["released_at"] == 22
 
 
+def test_a_transaction_a_late_end_txn_of_its_own_producer_cut_in_two_is_attributed() -> None:
+    # Process 5 sent 7 (key 1), its own held EndTxn(commit) was released at 22 and committed
+    # that much; its send of 8 (key 0) went into the next transaction, which failed.
+    h = clean()
+    h.op(
+        5,
+        "txn",
+        [["send", 1, 7, None], ["send", 0, 8, None]],
+        type_="info",
+        done=[["send", 1, 7, 1], ["send", 0, 8, 2]],
+        t=20,
+        t_done=30,
+        commit_start=29,
+    )
+    late_end_txn(h, "chaos-p5", 22)
+    h.t = 40
+    report = check(finish(h, [(1, 1, 7)]))
+    assert report.anomalies == {}
+    (torn,) = [e for e in report.allowed["late-end-txn"] if e["anomaly"] == "torn-transaction"]
+    assert (torn["present"], torn["absent"]) == ([(1, 7)], [(0, 8)])
+
+
+def test_a_torn_transaction_without_a_late_end_txn_is_an_anomaly() -> None:
+    h = clean()
+    h.op(
+        5,
+        "txn",
+        [["send", 1, 7, None], ["send", 0, 8, None]],
+        type_="info",
+        done=[["send", 1, 7, 1], ["send", 0, 8, 2]],
+        t=20,
+        t_done=30,
+        commit_start=29,
+    )
+    late_end_txn(h, "chaos-p6", 22)  # another producer's
+    h.t = 40
+    assert names(finish(h, [(1, 1, 7)])) == {"torn-transaction"}
+
+
 @pytest.mark.parametrize(
     ("client_id", "at", "api_version"),
     [

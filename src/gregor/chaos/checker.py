@@ -41,7 +41,7 @@ alone) and a transaction's sends to one key may have others' values between them
 unknown outcome (``late-commit``); and under transaction version 1 (EndTxn below v5, e.g.
 librdkafka) a producer's own EndTxn held back by the proxy and released while its next
 transaction is open ends that transaction (``late-end-txn``: the aborted or precommitted read
-it causes, with the released request as evidence; KIP-890 part 2 is Kafka's fix, and it needs
+or the torn transaction it causes, with the released request as evidence; KIP-890 part 2 is Kafka's fix, and it needs
 the client). Write-write edges between concurrent transactions are left
 out of the G1c graph for the same reason (Kafka allows them in any order), which keeps every
 cycle found a real one: an ordered write-write edge and a write-read edge both go forward in
@@ -129,7 +129,7 @@ def check(history: Iterable[Op]) -> Report:
 
     _check_writes(report, writes, read_values, max_read, complete)
     _check_reads(report, ops, reads, by_value, _late_end_txns(nemesis))
-    _check_txns(report, ops, by_value, read_values, complete)
+    _check_txns(report, ops, by_value, read_values, complete, _late_end_txns(nemesis))
     _check_polls(report, ops, order)
     _check_sends(report, ops, at_offset)
     _check_commits(report, ops)
@@ -180,7 +180,9 @@ def _late_end_txns(nemesis: Sequence[Op]) -> list[tuple[float, dict[str, Any]]]:
 
 
 def _late_end_txn(
-    late: Sequence[tuple[float, dict[str, Any]]], writer: Operation, reader: Operation
+    late: Sequence[tuple[float, dict[str, Any]]],
+    writer: Operation,
+    reader: Operation | None = None,
 ) -> dict[str, Any] | None:
     """The held EndTxn of the writer's own producer released while the writer's transaction
     was open (and before the read ended), if any: Kafka's transaction version 1 lets it end
@@ -189,7 +191,7 @@ def _late_end_txn(
         if (
             r["client_id"] == _client_id(writer)
             and writer.t_invoke <= t <= writer.t_done
-            and t <= reader.t_done
+            and (reader is None or t <= reader.t_done)
         ):
             return {"released_at": t, **r}
     return None
@@ -249,6 +251,7 @@ def _check_txns(
     by_value: dict[int, Write],
     read_values: dict[int, list[Read]],
     complete: set[int],
+    late: Sequence[tuple[float, dict[str, Any]]] = (),
 ) -> None:
     del by_value
     for op in ops:
@@ -260,7 +263,12 @@ def _check_txns(
         present = [(k, v) for k, v in sends if v in read_values]
         absent = [(k, v) for k, v in sends if v not in read_values and k in complete]
         if present and absent:
-            report.add("torn-transaction", {"present": present, "absent": absent, **op.brief()})
+            example = {"present": present, "absent": absent, **op.brief()}
+            held = _late_end_txn(late, op)
+            if held is not None:  # the late EndTxn ended the transaction part way
+                report.add("late-end-txn", {"anomaly": "torn-transaction", **example, "held": held})
+            else:
+                report.add("torn-transaction", example)
 
 
 def _check_polls(
