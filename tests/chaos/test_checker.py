@@ -396,6 +396,109 @@ def test_a_skip_across_a_rebalance_is_allowed_for_subscribers() -> None:
     assert "rebalance-skip" in report.allowed
 
 
+def late_end_txn(h: H, client_id: str, t: float, api_version: int = 1) -> None:
+    """A nemesis heal that released a held EndTxn the coordinator accepted (error 0)."""
+    h.entries.append(
+        {
+            "type": "info",
+            "process": "nemesis",
+            "f": "heal-network",
+            "value": None,
+            "time": t,
+            "released": [
+                {
+                    "proxy": "client->2",
+                    "api_key": 26,
+                    "api_version": api_version,
+                    "correlation_id": 9,
+                    "client_id": client_id,
+                    "held_s": 5.0,
+                    "error_code": 0,
+                }
+            ],
+        }
+    )
+
+
+def test_a_producers_own_late_end_txn_of_version_1_is_attributed() -> None:
+    # Process 5's EndTxn of an earlier transaction, held, is released at 22 while its next
+    # transaction (20..30, aborted on purpose) is open: transaction version 1 lets it commit
+    # that one (Kafka too, before KIP-890 part 2), so the aborted read is the allowance.
+    h = clean()
+    h.op(5, "txn", [["send", 1, 7, None]], type_="fail", done=[["send", 1, 7, 1]], t=20, t_done=30)
+    late_end_txn(h, "chaos-p5", 22)
+    h.poll(1, [(1, 1, 7)], t=23, t_done=24)
+    h.t = 40  # the final read comes last
+    report = check(finish(h, [(1, 1, 7)]))
+    assert report.anomalies == {}
+    (allowed,) = report.allowed["late-end-txn"][:1]
+    assert allowed["anomaly"] == "aborted-read"
+    assert allowed["held"]["client_id"] == "chaos-p5"
+    assert allowed["held"]["released_at"] == 22
+
+
+def test_a_transaction_a_late_end_txn_of_its_own_producer_cut_in_two_is_attributed() -> None:
+    # Process 5 sent 7 (key 1), its own held EndTxn(commit) was released at 22 and committed
+    # that much; its send of 8 (key 0) went into the next transaction, which failed.
+    h = clean()
+    h.op(
+        5,
+        "txn",
+        [["send", 1, 7, None], ["send", 0, 8, None]],
+        type_="info",
+        done=[["send", 1, 7, 1], ["send", 0, 8, 2]],
+        t=20,
+        t_done=30,
+        commit_start=29,
+    )
+    late_end_txn(h, "chaos-p5", 22)
+    h.t = 40
+    report = check(finish(h, [(1, 1, 7)]))
+    assert report.anomalies == {}
+    (torn,) = [e for e in report.allowed["late-end-txn"] if e["anomaly"] == "torn-transaction"]
+    assert (torn["present"], torn["absent"]) == ([(1, 7)], [(0, 8)])
+
+
+def test_a_torn_transaction_without_a_late_end_txn_is_an_anomaly() -> None:
+    h = clean()
+    h.op(
+        5,
+        "txn",
+        [["send", 1, 7, None], ["send", 0, 8, None]],
+        type_="info",
+        done=[["send", 1, 7, 1], ["send", 0, 8, 2]],
+        t=20,
+        t_done=30,
+        commit_start=29,
+    )
+    late_end_txn(h, "chaos-p6", 22)  # another producer's
+    h.t = 40
+    assert names(finish(h, [(1, 1, 7)])) == {"torn-transaction"}
+
+
+@pytest.mark.parametrize(
+    ("client_id", "at", "api_version"),
+    [
+        ("chaos-p6", 22, 1),  # another producer's (a zombie's) EndTxn: the coordinator's bug
+        ("chaos-p5", 31, 1),  # released after the transaction ended
+        ("chaos-p5", 22, 5),  # transaction version 2 bumps the epoch: it cannot end the next
+    ],
+)
+def test_a_late_end_txn_that_cannot_explain_the_read_is_no_excuse(
+    client_id: str, at: float, api_version: int
+) -> None:
+    h = clean()
+    h.op(
+        5, "txn", [["send", 1, 7, None]], done=[["send", 1, 7, 1]], t=20, t_done=30, commit_start=29
+    )
+    late_end_txn(h, client_id, at, api_version)
+    h.poll(1, [(1, 1, 7)], t=23, t_done=25)
+    h.t = 40  # the final read comes last
+    report = check(finish(h, [(1, 1, 7)]))
+    assert set(report.anomalies) == {"precommitted-read"}
+    assert "late-end-txn" not in report.allowed
+
+
 def test_liveness_figures_after_the_heal() -> None:
     h = clean()
     h.entries.append({"type": "info", "process": "nemesis", "f": "heal-all", "time": 50.0})

@@ -38,7 +38,11 @@ writes, so write-write orders may disagree between keys (``G0``: a cycle of writ
 alone) and a transaction's sends to one key may have others' values between them
 (``int-send-skip``); a subscribed consumer may skip or go back across a rebalance
 (``rebalance-skip``, ``rebalance-rewind``); a fetched committed offset may come from a commit of
-unknown outcome (``late-commit``). Write-write edges between concurrent transactions are left
+unknown outcome (``late-commit``); and under transaction version 1 (EndTxn below v5, e.g.
+librdkafka) a producer's own EndTxn held back by the proxy and released while its next
+transaction is open ends that transaction (``late-end-txn``: the aborted or precommitted read
+or the torn transaction it causes, with the released request as evidence; KIP-890 part 2 is Kafka's fix, and it needs
+the client). Write-write edges between concurrent transactions are left
 out of the G1c graph for the same reason (Kafka allows them in any order), which keeps every
 cycle found a real one: an ordered write-write edge and a write-read edge both go forward in
 real time, so a cycle of them is impossible without an anomaly.
@@ -124,8 +128,8 @@ def check(history: Iterable[Op]) -> Report:
             complete.update(int(k) for k in op.get("complete", []))
 
     _check_writes(report, writes, read_values, max_read, complete)
-    _check_reads(report, ops, reads, by_value)
-    _check_txns(report, ops, by_value, read_values, complete)
+    _check_reads(report, ops, reads, by_value, _late_end_txns(nemesis))
+    _check_txns(report, ops, by_value, read_values, complete, _late_end_txns(nemesis))
     _check_polls(report, ops, order)
     _check_sends(report, ops, at_offset)
     _check_commits(report, ops)
@@ -152,25 +156,72 @@ def _check_writes(
             report.add("unseen", {**example, "final_read_complete": w.key in complete})
 
 
+#: How a worker's client names itself (``worker``); a scenario records ``client_id`` itself.
+def _client_id(op: Operation) -> str:
+    return str(op.invoke.get("client_id") or f"chaos-p{op.process}")
+
+
+def _late_end_txns(nemesis: Sequence[Op]) -> list[tuple[float, dict[str, Any]]]:
+    """Held EndTxn requests of transaction version 1 (EndTxn below v5: no epoch bump) that the
+    coordinator accepted when they were released late: (release time, what was released)."""
+    out = []
+    for e in nemesis:
+        released = e.get("released") if e.get("f") != "release" else e.get("value")
+        for r in released or []:
+            if (
+                isinstance(r, dict)
+                and r.get("api_key") == 26
+                and int(r.get("api_version", 5)) < 5
+                and r.get("error_code") == 0
+                and r.get("client_id")
+            ):
+                out.append((float(e["time"]), r))
+    return out
+
+
+def _late_end_txn(
+    late: Sequence[tuple[float, dict[str, Any]]],
+    writer: Operation,
+    reader: Operation | None = None,
+) -> dict[str, Any] | None:
+    """The held EndTxn of the writer's own producer released while the writer's transaction
+    was open (and before the read ended), if any: Kafka's transaction version 1 lets it end
+    that transaction (KIP-890 part 2 fences it with an epoch bump per transaction)."""
+    for t, r in late:
+        if (
+            r["client_id"] == _client_id(writer)
+            and writer.t_invoke <= t <= writer.t_done
+            and (reader is None or t <= reader.t_done)
+        ):
+            return {"released_at": t, **r}
+    return None
+
+
 def _check_reads(
-    report: Report, ops: Sequence[Operation], reads: list[Read], by_value: dict[int, Write]
+    report: Report,
+    ops: Sequence[Operation],
+    reads: list[Read],
+    by_value: dict[int, Write],
+    late: Sequence[tuple[float, dict[str, Any]]] = (),
 ) -> None:
     del ops
     for r in reads:
         w = by_value.get(r.value)
         if w is None:
             continue
+        example = {
+            "key": r.key,
+            "offset": r.offset,
+            "value": r.value,
+            "writer": w.op.brief(),
+            "reader": r.op.brief(),
+        }
         if w.op.type == "fail":
-            report.add(
-                "aborted-read",
-                {
-                    "key": r.key,
-                    "offset": r.offset,
-                    "value": r.value,
-                    "writer": w.op.brief(),
-                    "reader": r.op.brief(),
-                },
-            )
+            held = _late_end_txn(late, w.op, r.op) if w.op.f == "txn" else None
+            if held is not None:
+                report.add("late-end-txn", {"anomaly": "aborted-read", **example, "held": held})
+            else:
+                report.add("aborted-read", example)
         if r.op.f == "final-poll":
             continue
         if w.op.f == "txn":
@@ -182,28 +233,16 @@ def _check_reads(
             never = w.op.done is not None and start is None and w.op.type == "info"
             early = never or r.op.t_done < (start if start is not None else w.op.t_invoke)
             if own or early:
-                report.add(
-                    "precommitted-read",
-                    {
-                        "key": r.key,
-                        "offset": r.offset,
-                        "value": r.value,
-                        "commit_start": start,
-                        "writer": w.op.brief(),
-                        "reader": r.op.brief(),
-                    },
-                )
+                pre = {**example, "commit_start": start}
+                held = None if own else _late_end_txn(late, w.op, r.op)
+                if held is not None:
+                    report.add(
+                        "late-end-txn", {"anomaly": "precommitted-read", **pre, "held": held}
+                    )
+                else:
+                    report.add("precommitted-read", pre)
         elif r.op.t_done < w.op.t_invoke:
-            report.add(
-                "precommitted-read",
-                {
-                    "key": r.key,
-                    "offset": r.offset,
-                    "value": r.value,
-                    "writer": w.op.brief(),
-                    "reader": r.op.brief(),
-                },
-            )
+            report.add("precommitted-read", example)
 
 
 def _check_txns(
@@ -212,6 +251,7 @@ def _check_txns(
     by_value: dict[int, Write],
     read_values: dict[int, list[Read]],
     complete: set[int],
+    late: Sequence[tuple[float, dict[str, Any]]] = (),
 ) -> None:
     del by_value
     for op in ops:
@@ -223,7 +263,12 @@ def _check_txns(
         present = [(k, v) for k, v in sends if v in read_values]
         absent = [(k, v) for k, v in sends if v not in read_values and k in complete]
         if present and absent:
-            report.add("torn-transaction", {"present": present, "absent": absent, **op.brief()})
+            example = {"present": present, "absent": absent, **op.brief()}
+            held = _late_end_txn(late, op)
+            if held is not None:  # the late EndTxn ended the transaction part way
+                report.add("late-end-txn", {"anomaly": "torn-transaction", **example, "held": held})
+            else:
+                report.add("torn-transaction", example)
 
 
 def _check_polls(

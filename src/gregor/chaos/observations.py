@@ -41,7 +41,14 @@ ANOMALIES = (
     "unexplained-committed-offset",
     "G1c",
 )
-ALLOWED = ("G0", "int-send-skip", "rebalance-skip", "rebalance-rewind", "late-commit")
+ALLOWED = (
+    "G0",
+    "int-send-skip",
+    "rebalance-skip",
+    "rebalance-rewind",
+    "late-commit",
+    "late-end-txn",
+)
 
 READERS = ("poll", "txn", "final-poll")
 WRITERS = ("send", "txn")

@@ -341,6 +341,7 @@ class KafkaProxy:
             "api_key": h.api_key,
             "api_version": h.api_version,
             "correlation_id": h.correlation_id,
+            "client_id": h.client_id,
             "held_s": round(time.monotonic() - h.held_at, 3),
         }
         try:

@@ -21,6 +21,19 @@ coordinator answers PRODUCER_FENCED.
 ``hold-produce``: T1's first Produce of v1 is held; the client retries it, T1 is aborted on
 purpose; T2 begins and sends v2 to the same key; T1's held Produce is released into T2's open
 transaction, then T2 commits. If the late batch joins T2, v1, aborted, becomes readable.
+
+``stale-leader-marker`` (seed 109's torn transaction): T1 sends v1 to a key led by broker L
+(neither the transaction coordinator C nor the controller X). L is then cut off from etcd, the
+controller and its followers, while C can still reach it (a stale leader, as in a partition
+or a SIGSTOP); T1 is aborted on purpose, so C sends its ABORT marker to L. Once the controller
+has elected another leader of the key, the network heals (L learns it follows now and
+truncates what it appended alone); the same producer (same epoch: an abort without error does
+not bump it in transaction version 1) then commits T2 with v2 on the same key. Kafka appends a
+marker with ``requiredAcks = -1`` (``KafkaApis.handleWriteTxnMarkersRequest``): the answer waits
+for the high watermark, so a stale leader answers NOT_LEADER_OR_FOLLOWER (or times out) and
+the coordinator writes the marker again to the new leader. If L answers after its local append,
+C completes T1's abort, the new leader never gets the marker, and T2's COMMIT marker covers v1
+too: the aborted v1 becomes readable (aborted-read) while T1's other partitions stay aborted.
 """
 
 from __future__ import annotations
@@ -39,7 +52,7 @@ from gregor.chaos.workload import topic_partition
 
 __all__ = ["SCENARIOS", "run_scenario"]
 
-SCENARIOS = ("hold-endtxn", "hold-endtxn-zombie", "hold-produce")
+SCENARIOS = ("hold-endtxn", "hold-endtxn-zombie", "hold-produce", "stale-leader-marker")
 KEYS = 8
 
 
@@ -125,16 +138,14 @@ def run_scenario(
     if name not in SCENARIOS:
         raise ValueError(f"unknown scenario {name!r}: one of {', '.join(SCENARIOS)}")
     rec = _Recorder(history, client)
+    if name == "stale-leader-marker":
+        return _stale_leader_marker(cluster, rec, history, client)
     tid = f"chaos-scenario-{uuid.uuid4().hex[:8]}"
     key_a, key_b = 0, 1
     out: dict[str, Any] = {"scenario": name, "client": client}
-    producer = _client(
-        cluster,
-        client,
-        tid,
-        "chaos-scenario",
-        "chaos-zombie" if name.endswith("zombie") else "chaos-s1",
-    )
+    t1_id = "chaos-zombie" if name.endswith("zombie") else "chaos-s1"
+    t2_id = "chaos-s2" if name.endswith("zombie") else "chaos-s1"
+    producer = _client(cluster, client, tid, "chaos-scenario", t1_id)
     observer = _client(
         cluster, "confluent", None, f"chaos-observer-{uuid.uuid4().hex[:6]}", "chaos-observer"
     )
@@ -143,7 +154,7 @@ def run_scenario(
     try:
         if name == "hold-produce":
             proxy = cluster.client_proxy[_leader(cluster, key_a)]
-            rec.invoke(1, "txn", [["send", key_a, v1, None]], abort=True)
+            rec.invoke(1, "txn", [["send", key_a, v1, None]], abort=True, client_id=t1_id)
             producer.begin()
             proxy.hold([PRODUCE], count=1, close_after=0.5)
             o1 = producer.send(key_a, v1)
@@ -152,7 +163,7 @@ def run_scenario(
             rec.done(1, "txn", "fail", [["send", key_a, v1, o1]], error="aborted on purpose")
         else:
             proxy = cluster.client_proxy[_coordinator(cluster, tid)]
-            rec.invoke(1, "txn", [["send", key_a, v1, None]])
+            rec.invoke(1, "txn", [["send", key_a, v1, None]], client_id=t1_id)
             producer.begin()
             o1 = producer.send(key_a, v1)
             zombie = name.endswith("zombie")
@@ -176,7 +187,7 @@ def run_scenario(
                     commit_start=commit_start,
                 )
                 producer = _client(
-                    cluster, client, tid, "chaos-scenario", "chaos-s2"
+                    cluster, client, tid, "chaos-scenario", t2_id
                 )  # fences the old epoch
             else:
                 t.join(60)
@@ -192,7 +203,7 @@ def run_scenario(
                 out["t1_commit"] = err or "ok"
         # T2: begin, send, release the held request into it, let an observer poll, end it.
         t2: list[list[Any]] = [["send", key_b if name != "hold-produce" else key_a, v2, None]]
-        rec.invoke(2, "txn", [list(m) for m in t2], abort=name != "hold-produce")
+        rec.invoke(2, "txn", [list(m) for m in t2], abort=name != "hold-produce", client_id=t2_id)
         producer.begin()
         t2[0][3] = producer.send(t2[0][1], v2)
         released = proxy.release()
@@ -274,3 +285,97 @@ def _final_read(
         }
     )
     return sorted(v for _k, _o, v in reads if v in values)
+
+
+def _metadata(cluster: ChaosCluster, via: int) -> Any:
+    """Cluster metadata as broker ``via`` sees it (a client that knows only that broker)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": cluster.client_proxy[via].address, "log_level": 4})
+    return admin.list_topics(timeout=10)
+
+
+def _stale_leader_marker(
+    cluster: ChaosCluster, rec: _Recorder, history: HistoryWriter, client: str
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"scenario": "stale-leader-marker", "client": client}
+    # Roles: the coordinator C of a transactional id that is not the controller X; a key led by
+    # the third broker L. The first producer creates __transaction_state.
+    producer = _client(cluster, client, f"chaos-scenario-{uuid.uuid4().hex[:8]}", "s", "chaos-s0")
+    _try(producer.close)
+    md = _metadata(cluster, min(cluster.brokers))
+    controller = int(md.controller_id)
+    states = md.topics["__transaction_state"].partitions
+    tid = next(
+        t
+        for t in (f"chaos-scenario-{uuid.uuid4().hex[:8]}" for _ in range(1000))
+        if states[java_partition(t, len(states))].leader not in (controller, -1)
+    )
+    coordinator = int(states[java_partition(tid, len(states))].leader)
+    key = next(k for k in range(KEYS) if _leader(cluster, k) not in (controller, coordinator))
+    leader = _leader(cluster, key)
+    others = [n for n in cluster.brokers if n != leader]
+    other_key = next(k for k in range(KEYS) if _leader(cluster, k) != leader)
+    out.update(controller=controller, coordinator=coordinator, leader=leader, key=key)
+    producer = _client(cluster, client, tid, "chaos-scenario", "chaos-s1")
+    v1, v1b, v2 = 1_000_001, 1_000_002, 1_000_003
+    try:
+        rec.invoke(
+            1,
+            "txn",
+            [["send", key, v1, None], ["send", other_key, v1b, None]],
+            abort=True,
+            client_id="chaos-s1",
+        )
+        producer.begin()
+        o1 = producer.send(key, v1)
+        o1b = producer.send(other_key, v1b)
+        # L goes stale: no etcd, no controller either way, no followers, no clients; only C's
+        # requests reach it (and L still follows the partitions it does not lead, so that the
+        # coordinator's own writes keep their in-sync replicas).
+        for p in cluster.etcd_proxy[leader]:
+            p.cut()
+        cluster.client_proxy[leader].cut()
+        cluster.repl_proxy[leader].block_client_ids(
+            (f"broker-{controller}", *(f"fetcher-{n}" for n in others))
+        )
+        for n in others:
+            cluster.repl_proxy[n].block_client_ids((f"broker-{leader}",))
+        err = _try(producer.abort_txn)  # EndTxn answers once PrepareAbort is written
+        rec.done(
+            1,
+            "txn",
+            "fail" if err is None else "info",
+            [["send", key, v1, o1], ["send", other_key, v1b, o1b]],
+            error=err or "aborted on purpose",
+        )
+        out["t1_end"] = err or "aborted"
+
+        def moved() -> bool:
+            tm = _metadata(cluster, coordinator).topics.get(topic_partition(key)[0])
+            return tm is not None and tm.partitions[topic_partition(key)[1]].leader in others
+
+        out["leader_moved"] = _until(moved, 60)
+        cluster.heal_network()
+        # T2, the same producer id and epoch: commit v2 on the same key.
+        rec.invoke(2, "txn", [["send", key, v2, None]], client_id="chaos-s1")
+        producer.begin()
+        o2 = producer.send(key, v2)
+        commit_start = round(history.now(), 6)
+        err = _try(producer.commit_txn)
+        rec.done(
+            2,
+            "txn",
+            "ok" if err is None else "info",
+            [["send", key, v2, o2]],
+            error=err,
+            commit_start=commit_start,
+        )
+        out["t2_end"] = err or "committed"
+    finally:
+        _try(producer.close)
+    out["final"] = _final_read(cluster, history, sorted({key, other_key}), {v1, v1b, v2})
+    report: Report = check(history.entries)
+    out["anomalies"] = {k: len(v) for k, v in report.anomalies.items()}
+    out["report"] = report
+    return out

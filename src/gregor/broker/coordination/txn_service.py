@@ -5,9 +5,11 @@
 of a partition is that partition's leader epoch. Besides writes and replies, this
 coordinator's outbox holds marker requests: each becomes a COMMIT/ABORT control batch
 appended to every partition of the transaction through the replica manager, and the results
-go back to the coordinator (which usually finishes a whole EndTxn in one pump). New producer
-ids come from the broker's ``ProducerIdManager``; a block is reserved before each request
-that may need one, so the state machine's synchronous ``generate`` never waits.
+go back to the coordinator once the high watermark of each partition covers its marker
+(Kafka's ``requiredAcks = -1`` for markers: a stale leader's local append is no answer); on
+one node that is at once, and the coordinator usually finishes a whole EndTxn in one pump.
+New producer ids come from the broker's ``ProducerIdManager``; a block is reserved before
+each request that may need one, so the state machine's synchronous ``generate`` never waits.
 
 In a cluster (``routing`` set), markers for partitions led by other brokers go to their
 leaders as WriteTxnMarkers and their results come back to the coordinator when the answers
@@ -28,7 +30,7 @@ asked again a few times after a short backoff before the producer is told to ret
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from gregor.broker.channels.txn_routing import TxnRouting
 from gregor.broker.common.topics import TXN_TOPIC
@@ -79,8 +81,9 @@ ADD_PARTITIONS_RETRY_MAX_S = 0.1
 
 
 #: Appends one COMMIT/ABORT marker: (topic, partition, producer id, producer epoch, commit,
-#: coordinator epoch) -> error code (the replica manager's ``write_txn_marker``).
-MarkerWriter = Callable[[str, int, int, int, bool, int], ErrorCode]
+#: coordinator epoch) -> its error code, or an awaitable of it that ends once the high
+#: watermark covers the marker (the replica manager's ``write_txn_marker``).
+MarkerWriter = Callable[[str, int, int, int, bool, int], ErrorCode | Awaitable[ErrorCode]]
 
 
 class TxnService(CoordinatorRuntime):
@@ -102,7 +105,7 @@ class TxnService(CoordinatorRuntime):
         )
         #: Set in a cluster: markers and verification that concern other brokers.
         self.routing: TxnRouting | None = None
-        self._remote_tasks: set[asyncio.Task[None]] = set()
+        self._marker_tasks: set[asyncio.Task[None]] = set()
         topic = InternalTopic(
             TXN_TOPIC,
             config.num_partitions,
@@ -123,49 +126,65 @@ class TxnService(CoordinatorRuntime):
     # --- the marker requests in the coordinator's outbox ---
 
     def _write_markers(self, m: MarkerWrite) -> None:
+        """Each partition's marker through its leader: appended here now (the replica
+        manager) or sent to another broker (WriteTxnMarkers). Either answers once the
+        partition's high watermark covers the marker (Kafka's ``requiredAcks = -1``), so a
+        leader that loses the partition before its followers have the marker fails it and the
+        coordinator writes it again to the new leader. When every answer is known at once (one
+        node, or in-sync replicas that are all here) the coordinator hears of them in this
+        pump, as before."""
         routing = self.routing
         remote: dict[int, list[TopicPartition]] = {}
         results: dict[TopicPartition, int] = {}
+        waiting: dict[TopicPartition, Awaitable[ErrorCode]] = {}
         for tp in m.partitions:
             if routing is not None and (leader := routing.leader_of(*tp)) != routing.node_id:
                 remote.setdefault(leader, []).append(tp)
+                continue
+            code = self.write_marker(
+                tp[0], tp[1], m.producer_id, m.producer_epoch, m.commit, m.coordinator_epoch
+            )
+            if isinstance(code, ErrorCode):
+                results[tp] = int(code)
             else:
-                results[tp] = int(
-                    self.write_marker(
-                        tp[0], tp[1], m.producer_id, m.producer_epoch, m.commit, m.coordinator_epoch
-                    )
-                )
-        if not remote or routing is None:
+                waiting[tp] = code
+        if not waiting and (not remote or routing is None):
             self.coordinator.markers_complete(m.id, results)
             return
-        task = asyncio.create_task(self._write_remote_markers(routing, m, remote, results))
-        self._remote_tasks.add(task)
-        task.add_done_callback(self._remote_tasks.discard)
+        task = asyncio.create_task(self._await_markers(routing, m, remote, waiting, results))
+        self._marker_tasks.add(task)
+        task.add_done_callback(self._marker_tasks.discard)
 
-    async def _write_remote_markers(
+    async def _await_markers(
         self,
-        routing: TxnRouting,
+        routing: TxnRouting | None,
         m: MarkerWrite,
         remote: dict[int, list[TopicPartition]],
+        waiting: dict[TopicPartition, Awaitable[ErrorCode]],
         results: dict[TopicPartition, int],
     ) -> None:
-        answers = await asyncio.gather(
-            *(
+        async def local() -> dict[TopicPartition, int]:
+            codes = await asyncio.gather(*waiting.values())
+            return {tp: int(code) for tp, code in zip(waiting, codes, strict=True)}
+
+        asks: list[Awaitable[dict[TopicPartition, int]]] = [local()]
+        if routing is not None:
+            asks += [
                 routing.write_markers(
                     leader, tps, m.producer_id, m.producer_epoch, m.commit, m.coordinator_epoch
                 )
                 for leader, tps in remote.items()
-            )
-        )
+            ]
+        answers = await asyncio.gather(*asks)
         for answer in answers:
             results.update(answer)
         self.coordinator.markers_complete(m.id, results)
         self.pump()
 
     async def stop(self) -> None:
-        for task in list(self._remote_tasks):
+        for task in list(self._marker_tasks):
             task.cancel()
-        await asyncio.gather(*self._remote_tasks, return_exceptions=True)
+        await asyncio.gather(*self._marker_tasks, return_exceptions=True)
         await super().stop()
 
     # --- lookups ---

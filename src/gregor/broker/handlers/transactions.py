@@ -21,11 +21,15 @@ added to the transaction here, and Produce v12 has the partition leader add its 
 AddPartitionsToTxn v4+ (``verify_only`` false). Versions 4 and up of AddPartitionsToTxn are
 broker-to-broker: they need CLUSTER_ACTION on the cluster (CLUSTER_AUTHORIZATION_FAILED for the
 whole request otherwise, as Kafka answers), and no client ACL is checked on them.
+
+WriteTxnMarkers answers once the high watermark covers each marker (Kafka appends markers with
+``requiredAcks = -1``), so a stale leader cannot acknowledge a marker its successor never gets.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from gregor.broker.common.errors import code_of
@@ -358,26 +362,46 @@ async def handle_write_txn_markers(
                 for m in req.markers
             ]
         )
-    out = []
-    for m in req.markers:
-        topics = []
-        for t in m.topics:
-            parts = [
-                part(
-                    partition_index=p,
-                    error_code=replicas.write_txn_marker(
+
+    # Every marker is appended, then all wait together for their high watermarks (Kafka's
+    # requiredAcks = -1): the answer says which ones the in-sync replicas have.
+    async def answer(code: ErrorCode | Awaitable[ErrorCode]) -> ErrorCode:
+        return code if isinstance(code, ErrorCode) else await code
+
+    codes = iter(
+        await asyncio.gather(
+            *(
+                answer(
+                    replicas.write_txn_marker(
                         t.name,
                         p,
                         m.producer_id,
                         m.producer_epoch,
                         m.transaction_result,
                         m.coordinator_epoch,
-                    ),
+                    )
                 )
+                for m in req.markers
+                for t in m.topics
                 for p in t.partition_indexes
-            ]
-            topics.append(topic(name=t.name, partitions=parts))
-        out.append(markers(producer_id=m.producer_id, topics=topics))
+            )
+        )
+    )
+    out = [
+        markers(
+            producer_id=m.producer_id,
+            topics=[
+                topic(
+                    name=t.name,
+                    partitions=[
+                        part(partition_index=p, error_code=next(codes)) for p in t.partition_indexes
+                    ],
+                )
+                for t in m.topics
+            ],
+        )
+        for m in req.markers
+    ]
     return WriteTxnMarkersResponse(markers=out)
 
 

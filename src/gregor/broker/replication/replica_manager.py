@@ -18,8 +18,10 @@ through this class:
   wait ends at once.
 * **Coordinator writes** (``append_internal`` / ``committed``, the coordinators'
   ``PartitionWriter``) and **transaction markers** (``write_txn_marker``) take the same
-  partition path. Listeners registered with ``on_txn_marker`` hear of every marker (the group
-  coordinator turns pending transactional offsets into committed ones).
+  partition path; a marker is answered once the high watermark covers it (Kafka's
+  ``requiredAcks = -1`` for WriteTxnMarkers). Listeners registered with ``on_txn_marker`` hear
+  of every such marker (the group coordinator turns pending transactional offsets into
+  committed ones).
 * **Fetch** (``fetch``; its parameters and results are ``fetch_params``): reads every
   requested partition; if fewer than ``min_bytes`` are ready it parks one future on each
   partition's waiters and reads again when any of them moves (high watermark for consumers,
@@ -36,7 +38,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -84,6 +86,9 @@ from gregor.storage.validator import ScannedBatch
 log = logging.getLogger("gregor.broker.replica_manager")
 
 TopicPartition = tuple[str, int]
+#: How long a transaction marker waits for the high watermark (Kafka uses the broker's
+#: ``request.timeout.ms``, 30 s by default).
+MARKER_TIMEOUT_MS = 30_000
 
 
 class TransactionVerifier(Protocol):
@@ -412,17 +417,50 @@ class ReplicaManager:
         producer_epoch: int,
         commit: bool,
         coordinator_epoch: int,
-    ) -> ErrorCode:
-        """Append a COMMIT/ABORT marker to one partition; returns the error code."""
+        timeout_ms: int = MARKER_TIMEOUT_MS,
+    ) -> ErrorCode | Awaitable[ErrorCode]:
+        """Append a COMMIT/ABORT marker to one partition now; its error code, at once when
+        it is known (an error, or a high watermark that already covers the marker, as on one
+        node) or else as an awaitable that ends when the high watermark covers it.
+
+        Kafka's ``handleWriteTxnMarkersRequest`` appends with ``requiredAcks = -1``: a leader
+        that loses the partition before its followers have the marker (a stale leader that
+        is partitioned away or was paused) answers NOT_LEADER_OR_FOLLOWER, or
+        REQUEST_TIMED_OUT, and the coordinator writes the marker again to the new leader
+        (answered at the local append, the producer's next transaction's marker commits
+        records the new leader never saw aborted: chaos scenario stale-leader-marker)."""
         try:
-            self.leader_partition(topic, index).append_txn_marker(
+            partition = self.leader_partition(topic, index)
+            info = partition.append_txn_marker(
                 producer_id, producer_epoch, commit, coordinator_epoch
             )
         except KafkaError as e:
             return code_of(e)
+        end = info.last_offset + 1
+        if partition.log.high_watermark >= end:
+            self._marker_written(topic, index, producer_id, commit)
+            return ErrorCode.NONE
+        return self._marker_replicated(partition, end, timeout_ms, producer_id, commit)
+
+    async def _marker_replicated(
+        self, partition: Partition, end: int, timeout_ms: int, producer_id: int, commit: bool
+    ) -> ErrorCode:
+        try:
+            await asyncio.wait_for(
+                partition.wait_for_high_watermark(end), max(timeout_ms, 0) / 1000.0
+            )
+        except TimeoutError:
+            return ErrorCode.REQUEST_TIMED_OUT
+        except KafkaError as e:
+            return code_of(e)
+        if not partition.is_leader or partition.log.high_watermark < end:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER  # released by a leadership change
+        self._marker_written(partition.topic, partition.index, producer_id, commit)
+        return ErrorCode.NONE
+
+    def _marker_written(self, topic: str, index: int, producer_id: int, commit: bool) -> None:
         for listener in self._marker_listeners:
             listener(topic, index, producer_id, commit)
-        return ErrorCode.NONE
 
     # --- fetch ---
 
