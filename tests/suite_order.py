@@ -18,8 +18,9 @@ TESTS = Path(__file__).parent
 #: built in the background at the start of the run (pytest_configure), not there yet at first.
 LONG_FIRST = (
     "tables/test_tables_crash.py",
-    "test_readme.py",
     "chaos/test_chaos_run.py",
+    # third: its two Spark snippets then find the JVM archive more often (test_readme.py)
+    "test_readme.py",
     "pipelines/test_pipeline_output_dir.py",
     "cluster/test_append_checker.py",
     "chaos/test_hold_and_release.py",

@@ -15,6 +15,10 @@ not programs. An HTML comment right before a block tells this test more:
 A block without a language, with another one, or a code block by indentation fails the test,
 so every new snippet is either run or explicitly excused. The snippets use 127.0.0.1:9092, as
 written, which must be free. Spark's snippet needs Java, as the Spark tests do.
+
+Most of this test's time is the Spark snippets' JVMs: a block started once the run's archive
+of Spark's classes is built (``gregor.testing.jvm_archive``, tests/conftest.py) gets it in
+``JDK_JAVA_OPTIONS``, as the Spark tests' JVMs do; nothing waits for it.
 """
 
 from __future__ import annotations
@@ -181,6 +185,19 @@ class Background:
         )
 
 
+def with_jvm_archive(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with the run's archive of Spark's classes for the JVMs, once it is built."""
+    directory = os.environ.get("GREGOR_TEST_JVM_ARCHIVE", "off")
+    if directory == "off" or "-XX:SharedArchiveFile" in env.get("JDK_JAVA_OPTIONS", ""):
+        return env
+    from gregor.testing.jvm_archive import java_options
+
+    options = java_options(Path(directory))
+    if not options:
+        return env
+    return {**env, "JDK_JAVA_OPTIONS": f"{env.get('JDK_JAVA_OPTIONS', '')} {options}".strip()}
+
+
 def test_the_snippets_run_as_written(scratch: Path) -> None:
     with socket.socket() as s:
         if s.connect_ex(("127.0.0.1", 9092)) == 0:
@@ -205,7 +222,12 @@ def test_the_snippets_run_as_written(scratch: Path) -> None:
                 else [str(scratch / ".venv" / "bin" / "python"), "-c", block.code]
             )
             r = subprocess.run(
-                argv, cwd=scratch, env=env, capture_output=True, text=True, timeout=600
+                argv,
+                cwd=scratch,
+                env=with_jvm_archive(env),
+                capture_output=True,
+                text=True,
+                timeout=600,
             )
             assert r.returncode == 0, (
                 f"README line {block.line} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"

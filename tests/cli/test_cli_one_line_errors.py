@@ -26,7 +26,10 @@ from gregor.cli.main import main
 
 def leaf_commands(cmd: click.Command, path: tuple[str, ...] = ()) -> Iterator[str]:
     if isinstance(cmd, click.Group):
-        for name, sub in cmd.commands.items():
+        ctx = click.Context(cmd)
+        for name in cmd.list_commands(ctx):  # the top group imports its commands on lookup
+            sub = cmd.get_command(ctx, name)
+            assert sub is not None, name
             yield from leaf_commands(sub, (*path, name))
     else:
         yield " ".join(path)

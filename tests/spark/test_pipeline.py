@@ -76,7 +76,13 @@ def test_pipeline_end_to_end(spark: Any, gregor: Broker, tmp_path: Path) -> None
     assert got == expected
 
 
-def test_cli_against_an_external_broker(gregor: Broker, tmp_path: Path) -> None:
+def test_the_main_job_from_the_cli_against_an_external_broker(
+    gregor: Broker, tmp_path: Path
+) -> None:
+    # what `bash scripts/run.sh` runs, at a small volume, as `gregor pipeline run` against a
+    # broker of its own choosing: a live progress line per batch, the exact check, the summary
+    # and the printed table (one job: test_cli_is_the_main_job; the embedded broker, started
+    # without --bootstrap-servers, is test_ctrl_c_stops_the_main_job_and_everything_it_started's)
     out = tmp_path / "cli"
     r = subprocess.run(
         [
@@ -90,9 +96,11 @@ def test_cli_against_an_external_broker(gregor: Broker, tmp_path: Path) -> None:
             "--master",
             "local[2]",
             "--events",
-            "300",
+            "30000",
             "--minutes",
-            "3",
+            "4",
+            "--max-offsets-per-trigger",
+            "10000",
             "--input-topic",
             "cli-in",
             "--output-topic",
@@ -107,49 +115,17 @@ def test_cli_against_an_external_broker(gregor: Broker, tmp_path: Path) -> None:
     )
     text = r.stdout.decode()
     assert r.returncode == 0, text[-3000:] + r.stderr.decode()[-3000:]
-    assert f"check: all {3 * len(cs.PAGES)} windows match" in text
+    expected = cs.expected_windows(cs.generate_columns(30000, users=300, minutes=4, seed=7))
+    assert len(expected) == 4 * len(cs.PAGES)
+    assert f"check: all {len(expected)} windows match" in text
+    assert cs.parquet_results(None, cs.PipelineConfig("", output_dir=str(out))) == expected
     # the printed table: one line per window, as the generator's ground truth says
-    expected = cs.expected_windows(cs.generate_events(300, users=300, minutes=3, seed=7))
     printed = {}
     for ln in text.splitlines():
         if ln.startswith("2026-01-01T00:"):
             when, page, views, users = ln.split()
             printed[(cs.START_MS + int(when[14:16]) * 60_000, page)] = (int(views), int(users))
     assert printed == expected
-
-
-def test_main_job_embedded_broker(tmp_path: Path) -> None:
-    # what `bash scripts/run.sh` runs, at a small volume: its own broker, a live progress line
-    # per batch, the exact check and the summary
-    out = tmp_path / "main"
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gregor.pipelines",
-            "--master",
-            "local[2]",
-            "--events",
-            "30000",
-            "--minutes",
-            "4",
-            "--max-offsets-per-trigger",
-            "10000",
-            "--output-dir",
-            str(out),
-            "--rows",
-            "0",
-        ],
-        capture_output=True,
-        timeout=280,
-    )
-    text = r.stdout.decode()
-    assert r.returncode == 0, text[-3000:] + r.stderr.decode()[-3000:]
-    expected = cs.expected_windows(cs.generate_columns(30000, users=300, minutes=4, seed=7))
-    assert len(expected) == 4 * len(cs.PAGES)
-    assert f"check: all {len(expected)} windows match" in text
-    assert cs.parquet_results(None, cs.PipelineConfig("", output_dir=str(out))) == expected
-    assert "window start (UTC)" not in text  # --rows 0: no table
     lines = [ln for ln in text.splitlines() if ln.startswith("[pipeline] batch")]
     read = [int(ln.split("read")[1].split("/")[0].replace(",", "")) for ln in lines]
     assert read[-1] == 30001 and read == sorted(read)  # every event and the end marker, in order

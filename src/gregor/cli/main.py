@@ -1,16 +1,73 @@
-"""``gregor`` command line entry point."""
+"""``gregor`` command line entry point.
+
+The commands are registered by name (:data:`COMMANDS`) and imported when one is run, so
+``gregor serve`` (every broker process) and ``gregor topics list`` import only their own
+command's module and what it needs, not the whole command tree (its clients, the console, the
+schema registry, the storage tools). ``gregor --help`` imports them all, for their one-line help.
+"""
 
 from __future__ import annotations
+
+import importlib
+from typing import Any
 
 import click
 
 from gregor import __version__
 from gregor.cli.errors import DEBUG_ENV, GregorGroup
 
+#: command name -> "module:attribute" of its click command (imported on first use).
+COMMANDS = {
+    "acls": "gregor.cli.acls:acls",
+    "clients": "gregor.cli.clients:clients",
+    "configs": "gregor.cli.configs:configs",
+    "console": "gregor.cli.console:console",
+    "consume": "gregor.cli.consume:consume",
+    "dump-log": "gregor.cli.dump_log:dump_log",
+    "features": "gregor.cli.features:features",
+    "groups": "gregor.cli.groups:groups",
+    "leader-election": "gregor.cli.replicas:leader_election",
+    "log-dirs": "gregor.cli.offsets:log_dirs",
+    "offsets": "gregor.cli.offsets:offsets",
+    "perf": "gregor.cli.perf:perf",
+    "pipeline": "gregor.cli.pipeline:pipeline",
+    "produce": "gregor.cli.produce:produce",
+    "quotas": "gregor.cli.quotas:quotas",
+    "reassign": "gregor.cli.replicas:reassign",
+    "schema-registry": "gregor.cli.schema_registry:schema_registry",
+    "schemas": "gregor.cli.schemas:schemas",
+    "share-groups": "gregor.cli.share_groups:share_groups",
+    "storage": "gregor.cli.storage:storage",
+    "tables": "gregor.cli.tables:tables",
+    "tokens": "gregor.cli.tokens:tokens",
+    "topics": "gregor.cli.topics:topics",
+    "transactions": "gregor.cli.transactions:transactions",
+    "users": "gregor.cli.users:users",
+}
+
+
+class LazyGregorGroup(GregorGroup):
+    """:class:`GregorGroup` whose commands of :data:`COMMANDS` are imported when looked up."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None or cmd_name not in COMMANDS:
+            return command
+        module, _, attribute = COMMANDS[cmd_name].partition(":")
+        loaded: Any = getattr(importlib.import_module(module), attribute)
+        if not isinstance(loaded, click.Command) or loaded.name != cmd_name:
+            raise RuntimeError(f"{COMMANDS[cmd_name]} is not the command {cmd_name!r}")
+        self.add_command(loaded)
+        return loaded
+
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
-@click.group(cls=GregorGroup)
+@click.group(cls=LazyGregorGroup)
 @click.version_option(__version__, prog_name="gregor")
 @click.option(
     "--debug",
@@ -110,57 +167,6 @@ def serve(
     except BrokerStartupError as e:
         raise click.ClickException(str(e)) from None
     raise SystemExit(code)
-
-
-from gregor.cli.acls import acls  # noqa: E402
-from gregor.cli.clients import clients  # noqa: E402
-from gregor.cli.configs import configs  # noqa: E402
-from gregor.cli.console import console  # noqa: E402
-from gregor.cli.consume import consume  # noqa: E402
-from gregor.cli.dump_log import dump_log  # noqa: E402
-from gregor.cli.features import features  # noqa: E402
-from gregor.cli.groups import groups  # noqa: E402
-from gregor.cli.offsets import log_dirs, offsets  # noqa: E402
-from gregor.cli.perf import perf  # noqa: E402
-from gregor.cli.pipeline import pipeline  # noqa: E402
-from gregor.cli.produce import produce  # noqa: E402
-from gregor.cli.quotas import quotas  # noqa: E402
-from gregor.cli.replicas import leader_election, reassign  # noqa: E402
-from gregor.cli.schema_registry import schema_registry  # noqa: E402
-from gregor.cli.schemas import schemas  # noqa: E402
-from gregor.cli.share_groups import share_groups  # noqa: E402
-from gregor.cli.storage import storage  # noqa: E402
-from gregor.cli.tables import tables  # noqa: E402
-from gregor.cli.tokens import tokens  # noqa: E402
-from gregor.cli.topics import topics  # noqa: E402
-from gregor.cli.transactions import transactions  # noqa: E402
-from gregor.cli.users import users  # noqa: E402
-
-main.add_command(topics)
-main.add_command(produce)
-main.add_command(consume)
-main.add_command(groups)
-main.add_command(pipeline)
-main.add_command(acls)
-main.add_command(users)
-main.add_command(quotas)
-main.add_command(tokens)
-main.add_command(configs)
-main.add_command(offsets)
-main.add_command(log_dirs)
-main.add_command(dump_log)
-main.add_command(features)
-main.add_command(clients)
-main.add_command(share_groups)
-main.add_command(perf)
-main.add_command(transactions)
-main.add_command(leader_election)
-main.add_command(reassign)
-main.add_command(console)
-main.add_command(storage)
-main.add_command(schema_registry)
-main.add_command(schemas)
-main.add_command(tables)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,9 @@ tables, commits) runs in one worker thread, one job at a time: commits of one to
 partitions never race inside a broker, and pyiceberg's SQL catalog on SQLite sees one writer
 per process. Writers in other processes (another broker, after a leader change) are fenced
 by the catalog's optimistic commit (``gregor.tables.catalog``).
+
+The catalog and the translators (pyarrow, pyiceberg) are imported when a broker first builds
+the service (a catalog is configured), not when the broker imports this module.
 """
 
 from __future__ import annotations
@@ -19,10 +22,14 @@ import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from gregor.tables.catalog import TableCatalog, TopicTable
 from gregor.tables.settings import CatalogSettings, TopicTableConfig
-from gregor.tables.translator import PartitionSource, PartitionTranslator
+from gregor.tables.source import PartitionSource
+
+if TYPE_CHECKING:
+    from gregor.tables.catalog import TableCatalog, TopicTable
+    from gregor.tables.translator import PartitionTranslator
 
 log = logging.getLogger("gregor.tables")
 
@@ -45,10 +52,20 @@ class _Running:
 
 class TableTranslation:
     def __init__(self, settings: CatalogSettings) -> None:
-        self.catalog = TableCatalog(settings)
+        self.settings = settings
+        self._catalog: TableCatalog | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gregor-tables")
         self._tables: dict[str, TopicTable] = {}
         self._running: dict[tuple[str, int], _Running] = {}
+
+    @property
+    def catalog(self) -> TableCatalog:
+        """The catalog, made on first use (a broker with no table never imports pyarrow)."""
+        if self._catalog is None:
+            from gregor.tables.catalog import TableCatalog
+
+            self._catalog = TableCatalog(self.settings)
+        return self._catalog
 
     @property
     def translators(self) -> dict[tuple[str, int], PartitionTranslator]:
@@ -85,6 +102,9 @@ class TableTranslation:
             del self._tables[topic]
 
     async def _translate(self, running: _Running) -> None:
+        from gregor.tables.catalog import TopicTable
+        from gregor.tables.translator import PartitionTranslator
+
         w = running.wanted
         topic = w.source.topic
         while True:

@@ -30,15 +30,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Awaitable, Callable
 
 import pyarrow as pa
 
 from gregor.tables.catalog import OffsetsMoved, TopicTable
 from gregor.tables.faults import crash_point
 from gregor.tables.schema import ARROW_SCHEMA, RowConverter
+from gregor.tables.source import CommittedRead, PartitionSource
+
+__all__ = ["CatalogRunner", "CommittedRead", "PartitionSource", "PartitionTranslator"]
 
 log = logging.getLogger("gregor.tables")
 
@@ -48,37 +49,6 @@ READ_BYTES = 4 << 20
 MAX_BUFFER_BYTES = 64 << 20
 #: Pause after a failed read or commit before the translator tries again.
 RETRY_S = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class CommittedRead:
-    """What a read_committed read of a partition found."""
-
-    records: bytes | memoryview | None
-    aborted: Sequence[tuple[int, int]]  # (producer id, first offset) of aborted transactions
-    last_stable_offset: int
-    log_start_offset: int
-
-
-class PartitionSource(Protocol):
-    """The leader's partition as the translator reads it (the broker implements it)."""
-
-    topic: str
-    index: int
-
-    @property
-    def last_stable_offset(self) -> int: ...
-
-    @property
-    def log_start_offset(self) -> int: ...
-
-    def read_committed(self, offset: int, max_bytes: int) -> CommittedRead: ...
-
-    def wait(self) -> asyncio.Future[None]:
-        """A future done when the partition's high watermark (or last stable offset) moves."""
-        ...
-
-    def forget(self, fut: asyncio.Future[None]) -> None: ...
 
 
 #: Runs blocking catalog work off the loop, one job at a time (the service's executor).

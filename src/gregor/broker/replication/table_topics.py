@@ -18,7 +18,7 @@ from gregor.broker.replication.replica_manager import ReplicaManager
 from gregor.cluster.image import MetadataImage
 from gregor.tables.service import Wanted
 from gregor.tables.settings import TopicTableConfig
-from gregor.tables.translator import CommittedRead
+from gregor.tables.source import CommittedRead
 
 
 class PartitionLogSource:
