@@ -7,11 +7,12 @@ Theory of operation. ``ReplicaManager`` calls ``check`` on the leader after Kafk
 of the request and before the append (followers copy the leader's log and never validate).
 The topic's policy is read from the metadata image (``config.schema_validation.SchemaPolicy``);
 a topic without one costs a dict lookup. The batches are walked with the compiled record walk
-(compressed ones from the payload the request's scan already inflated), each checked key or
-value's id is collected, the distinct ids are asked of ``SchemaLookup`` (cached, bounded), and
-each record is judged: TopicNameStrategy's subject is ``<topic>-value`` (``-key``),
-RecordNameStrategy's the schema's record name, TopicRecordNameStrategy's
-``<topic>-<record name>``. Faults come back as Kafka's LogValidator reports record faults:
+(``walk.schema_ids``: one id per record, no objects per record; compressed batches from the
+payload the request's scan already inflated), the distinct ids are asked of ``SchemaLookup``
+(cached, bounded), and each distinct (side, id) is judged once: TopicNameStrategy's subject
+is ``<topic>-value`` (``-key``), RecordNameStrategy's the schema's record name,
+TopicRecordNameStrategy's ``<topic>-<record name>``; only a batch with a fault is walked record by record in Python, to
+name them. Faults come back as Kafka's LogValidator reports record faults:
 INVALID_RECORD with KIP-467's ``record_errors`` (the record's index in the request's records
 and why) and the same summary message. A batch whose records do not walk is left to the log,
 which refuses it with Kafka's own error.
@@ -40,23 +41,18 @@ from gregor.broker.replication.schema_registry_lookup import (
 from gregor.cluster.image import MetadataImage
 from gregor.protocol.errors import RequestTimedOutError
 from gregor.protocol.exceptions import ProtocolError
-from gregor.protocol.records.batch import batch_payload, decode_records
+from gregor.protocol.records.batch import batch_payload
 from gregor.protocol.records.header import HEADER_SIZE, iter_batches
+from gregor.protocol.records.walk import schema_ids
 from gregor.storage.errors import InvalidRecordError, RecordError
 from gregor.storage.validator import MAX_DECOMPRESSED_SIZE, ScannedBatch
 from gregor.storage.validator import _summary as record_errors_summary
 
 Buffer = bytes | bytearray | memoryview
-MAGIC_BYTE = 0
-#: (record index, "key" or "value", schema id or -1 for a record not framed)
-_Checked = tuple[int, str, int]
-
-
-def schema_id_of(data: bytes) -> int:
-    """The schema id of Confluent's wire format, or -1 when ``data`` is not framed so."""
-    if len(data) < 5 or data[0] != MAGIC_BYTE:
-        return -1
-    return int.from_bytes(data[1:5], "big")
+NULL = -2  # walk.schema_ids' null key/value
+UNFRAMED = -1  # ... and its bytes not in Confluent's wire format
+#: the ids of one side of one batch: (side, index of its first record, id per record)
+_Side = tuple[str, int, list[int]]
 
 
 class SchemaIdValidator:
@@ -86,31 +82,44 @@ class SchemaIdValidator:
                 f"Topic {topic} has schema validation on but this broker has no schema registry "
                 "(confluent.schema.registry.url)"
             )
-        checked = _framing(records, scanned, policy)
-        if checked is None:
+        sides = _schema_ids(records, scanned, policy)
+        if sides is None:
             return  # the records do not walk: the log refuses them with Kafka's error
+        wanted: dict[tuple[str, int], None] = {}
+        for side, _, side_ids in sides:
+            for schema_id in set(side_ids):
+                wanted[(side, schema_id)] = None
+        ids = {schema_id for _, schema_id in wanted if schema_id >= 0}
         named = any(s is not None and s != TOPIC_NAME for s in (policy.key, policy.value))
-        ids = {schema_id for _, _, schema_id in checked if schema_id >= 0}
         try:
             facts = await self.lookup.facts(ids, named) if ids else {}
-            errors, elsewhere = _judge(topic, policy, checked, facts)
+            verdicts = {k: _verdict(topic, policy, k[0], k[1], facts) for k in wanted}
+            elsewhere = {k[1] for k, v in verdicts.items() if v is not None and v[1]}
             if elsewhere and self.lookup.forget_stale(elsewhere):
                 facts = await self.lookup.facts(ids, named)
-                errors, _ = _judge(topic, policy, checked, facts)
+                verdicts = {k: _verdict(topic, policy, k[0], k[1], facts) for k in wanted}
         except RegistryUnavailable as e:
             raise RequestTimedOutError(
                 f"Schema validation of {topic} could not complete: {e}"
             ) from None
-        if errors:
-            raise InvalidRecordError(record_errors_summary(errors), errors)
+        if all(v is None for v in verdicts.values()):
+            return
+        errors: list[RecordError] = []
+        for side, first, side_ids in sides:
+            for i, schema_id in enumerate(side_ids):
+                verdict = verdicts[(side, schema_id)]
+                if verdict is not None:
+                    errors.append((first + i, verdict[0]))
+        errors.sort(key=lambda e: e[0])
+        raise InvalidRecordError(record_errors_summary(errors), errors)
 
 
-def _framing(
+def _schema_ids(
     records: Buffer, scanned: Sequence[ScannedBatch] | None, policy: SchemaPolicy
-) -> list[_Checked] | None:
-    """(index, side, schema id) of every checked non-null key/value; None if a batch does not
-    walk."""
-    out: list[_Checked] = []
+) -> list[_Side] | None:
+    """The schema ids of each checked side of each batch (the compiled record walk); None if a
+    batch does not walk."""
+    out: list[_Side] = []
     index = 0
     mv = memoryview(records)
     try:
@@ -126,60 +135,48 @@ def _framing(
                 payload = batch_payload(mv, pos, h, MAX_DECOMPRESSED_SIZE)
             else:
                 payload = mv[pos + HEADER_SIZE : pos + h.size]
-            for record in decode_records(payload, h.records_count):
-                if policy.key is not None and record.key is not None:
-                    out.append((index, "key", schema_id_of(record.key)))
-                if policy.value is not None and record.value is not None:
-                    out.append((index, "value", schema_id_of(record.value)))
-                index += 1
+            if policy.key is not None:
+                out.append(("key", index, schema_ids(payload, h.records_count, False)))
+            if policy.value is not None:
+                out.append(("value", index, schema_ids(payload, h.records_count, True)))
+            index += h.records_count
     except ProtocolError:
         return None
     return out
 
 
-def _judge(
-    topic: str, policy: SchemaPolicy, checked: list[_Checked], facts: dict[int, SchemaFacts]
-) -> tuple[list[RecordError], set[int]]:
-    """The record errors, and the ids registered but not under the subject needed."""
-    errors: list[RecordError] = []
-    elsewhere: set[int] = set()
-    for index, side, schema_id in checked:
-        if schema_id < 0:
-            errors.append(
-                (
-                    index,
-                    f"The {side} has no schema id: it does not start with magic byte 0 and a "
-                    "4-byte schema id (Confluent's wire format)",
-                )
-            )
-            continue
-        fact = facts[schema_id]
-        if fact.subjects is None:
-            errors.append((index, f"Schema id {schema_id} of the {side} is not registered"))
-            continue
-        strategy = policy.key if side == "key" else policy.value
-        if strategy == TOPIC_NAME:
-            subject: str | None = f"{topic}-{side}"
-        elif fact.record_name is None:
-            errors.append(
-                (
-                    index,
-                    f"Schema id {schema_id} of the {side} has no record name, which {strategy} "
-                    "needs",
-                )
-            )
-            continue
-        elif strategy == RECORD_NAME:
-            subject = fact.record_name
-        else:
-            subject = f"{topic}-{fact.record_name}"
-        if subject not in fact.subjects:
-            elsewhere.add(schema_id)
-            errors.append(
-                (
-                    index,
-                    f"Schema id {schema_id} of the {side} is not registered under subject "
-                    f"{subject} ({strategy})",
-                )
-            )
-    return errors, elsewhere
+def _verdict(
+    topic: str, policy: SchemaPolicy, side: str, schema_id: int, facts: dict[int, SchemaFacts]
+) -> tuple[str, bool] | None:
+    """None if a record's ``side`` with ``schema_id`` is valid, else (why, whether the id is
+    registered but not under the subject needed)."""
+    if schema_id == NULL:
+        return None
+    if schema_id == UNFRAMED:
+        return (
+            f"The {side} has no schema id: it does not start with magic byte 0 and a 4-byte "
+            "schema id (Confluent's wire format)",
+            False,
+        )
+    fact = facts[schema_id]
+    if fact.subjects is None:
+        return f"Schema id {schema_id} of the {side} is not registered", False
+    strategy = policy.key if side == "key" else policy.value
+    if strategy == TOPIC_NAME:
+        subject = f"{topic}-{side}"
+    elif fact.record_name is None:
+        return (
+            f"Schema id {schema_id} of the {side} has no record name, which {strategy} needs",
+            False,
+        )
+    elif strategy == RECORD_NAME:
+        subject = fact.record_name
+    else:
+        subject = f"{topic}-{fact.record_name}"
+    if subject in fact.subjects:
+        return None
+    return (
+        f"Schema id {schema_id} of the {side} is not registered under subject {subject} "
+        f"({strategy})",
+        True,
+    )

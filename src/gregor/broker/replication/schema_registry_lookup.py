@@ -8,7 +8,7 @@ only when a record name strategy needs the name) for the ids it does not hold. T
 LRU of at most ``CACHE_SIZE`` ids: an id the registry knows is kept ``POSITIVE_TTL`` seconds
 (a subject may be deleted later), an id it does not know ``NEGATIVE_TTL`` seconds; an id
 known but not under the subject a record needs is asked again once its facts are
-``NEGATIVE_TTL`` old (the same schema registered under a new subject keeps its id). Concurrent
+``RECHECK_INTERVAL`` old (the same schema registered under a new subject keeps its id). Concurrent
 produces asking for the same id share one request. Lookups of ids not cached are bounded by a
 token bucket (``LOOKUPS_PER_SECOND``, burst ``LOOKUP_BURST``): a client sending random ids
 costs the registry at most that rate, and past it the uncached ids get a retriable error, while
@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 CACHE_SIZE = 10_000
 POSITIVE_TTL = 300.0
 NEGATIVE_TTL = 5.0
+#: an id known but not under the subject a record needs is asked again at most this often
+RECHECK_INTERVAL = 1.0
 LOOKUPS_PER_SECOND = 50.0
 LOOKUP_BURST = 100.0
 REQUEST_TIMEOUT = 5.0
@@ -131,13 +133,13 @@ class SchemaLookup:
         return facts
 
     def forget_stale(self, ids: Iterable[int]) -> bool:
-        """Drop the cached facts of ``ids`` older than ``NEGATIVE_TTL`` (an id may have been
+        """Drop the cached facts of ``ids`` older than ``RECHECK_INTERVAL`` (an id may have been
         registered under another subject since); True if any was dropped."""
         now = time.monotonic()
         dropped = False
         for schema_id in ids:
             hit = self._cache.get(schema_id)
-            if hit is not None and hit[1] - POSITIVE_TTL + NEGATIVE_TTL <= now:
+            if hit is not None and hit[1] - POSITIVE_TTL + RECHECK_INTERVAL <= now:
                 del self._cache[schema_id]
                 dropped = True
         return dropped
