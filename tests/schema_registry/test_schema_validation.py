@@ -24,6 +24,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 from confluent_kafka.schema_registry import (
+    Schema,
     SchemaRegistryClient,
     record_subject_name_strategy,
     topic_record_subject_name_strategy,
@@ -466,3 +467,63 @@ def test_registry_down_is_a_retriable_refusal() -> None:
         assert end_offset(bs, topic) == 1
     finally:
         s.close()
+
+
+def test_record_names_of_each_format(served: Served) -> None:
+    """RecordNameStrategy's subject is Avro's full name, Protobuf's first message (with its
+    package) and JSON Schema's title; a schema without one is refused, saying why."""
+    bs = served.broker.bootstrap_servers
+    topic = topic_name("formats")
+    space = topic.replace("-", "_")
+    create(bs, topic, {**VALIDATE, "confluent.value.subject.name.strategy": "RecordNameStrategy"})
+    client = SchemaRegistryClient({"url": served.url})
+    proto = (
+        f'syntax = "proto3";\npackage {space};\n'
+        "message Ping {\n  int32 n = 1;\n}\nmessage Pong {\n  int32 m = 1;\n}\n"
+    )
+    proto_id = client.register_schema(f"{space}.Ping", Schema(proto, "PROTOBUF"))
+    title = f"Reading_{space}"
+    json_schema = json.dumps({"title": title, "type": "object"})
+    json_id = client.register_schema(title, Schema(json_schema, "JSON"))
+    avro_id = client.register_schema(f"{space}.Order", Schema(order(space), "AVRO"))
+    nameless_id = client.register_schema(f"{space}-plain", Schema('"string"', "AVRO"))
+    # Protobuf's framing has message indexes after the id; only the id is checked
+    good = [framed(proto_id, b"\x00\x08\x01"), framed(json_id, b"{}"), framed(avro_id)]
+    assert raw_produce(bs, topic, batch(good)).error_code == 0
+    p = raw_produce(bs, topic, batch([*good, framed(nameless_id)]))
+    assert p.error_code == ErrorCode.INVALID_RECORD
+    assert [(e.batch_index, e.batch_index_error_message) for e in p.record_errors] == [
+        (
+            3,
+            f"Schema id {nameless_id} of the value has no record name, which RecordNameStrategy needs",
+        )
+    ]
+    assert end_offset(bs, topic) == 3
+
+
+def test_an_id_registered_under_a_new_subject_is_seen(served: Served) -> None:
+    """Ids are per schema: the same schema registered for a second topic keeps its id, which
+    the broker has cached with the first topic's subject only; it asks again (at most once a
+    second per id) rather than refusing the second topic's records for the cache's lifetime."""
+    bs = served.broker.bootstrap_servers
+    first, second = topic_name("first"), topic_name("second")
+    create(bs, first, VALIDATE)
+    create(bs, second, VALIDATE)
+    ser = serializer(served, order(first.replace("-", "_")))
+    value = ser({"id": "x", "qty": 1}, SerializationContext(first, MessageField.VALUE))
+    assert raw_produce(bs, first, batch([value])).error_code == 0  # cached: {first-value}
+    again = ser({"id": "x", "qty": 1}, SerializationContext(second, MessageField.VALUE))
+    assert again == value  # registered under second-value with the same id
+    for _ in range(1000):  # each refusal returns at once; the broker asks again within 1 s
+        p = raw_produce(bs, second, batch([value]))
+        if p.error_code == 0:
+            break
+        assert p.error_code == ErrorCode.INVALID_RECORD
+        assert (
+            f"not registered under subject {second}-value"
+            in p.record_errors[0].batch_index_error_message
+        )
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"{second}'s records were refused after the id's subjects were asked again")
+    assert end_offset(bs, second) == 1
