@@ -62,6 +62,7 @@ from gregor.broker.replication.alter_partition import ALTER_PARTITION_VERSION, A
 from gregor.broker.replication.fetch_session import FetchSessionCache
 from gregor.broker.replication.replica_fetcher import FetcherConfig, ReplicaFetchers
 from gregor.broker.replication.replica_manager import ReplicaManager
+from gregor.broker.replication.schema_id_validator import SchemaIdValidator
 from gregor.broker.replication.table_topics import wanted_translations
 from gregor.cluster.etcd_url import is_etcd_url
 from gregor.cluster.image import (
@@ -217,6 +218,9 @@ class Broker:
         )
         self.replicas = ReplicaManager(self.node_id, self.logs, lambda: self.store.image)
         self.replicas.isr_changes = self.metrics.isr_changes
+        self.replicas.schema_ids = SchemaIdValidator(
+            config.schema_registry_urls, lambda: self.store.image
+        )
         self.producer_ids = ProducerIdManager(self.store)
         self.controller_service = ControllerService(self.node_id, self.store)
         self.controller_requests = ControllerRequests(self.node_id, self.store, self.replicas)
@@ -488,6 +492,8 @@ class Broker:
         await _stop_part(self.groups.stop())
         await _stop_part(self.transactions.stop())
         await _stop_part(self.shares.stop())
+        if self.replicas.schema_ids is not None:
+            await _stop_part(self.replicas.schema_ids.close())
         if self.channels is not None:
             self.channels.close()
         await asyncio.get_running_loop().run_in_executor(None, self.logs.close)

@@ -20,7 +20,7 @@ from hypothesis_budget import examples
 
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.records import _scan_py, scan
-from gregor.protocol.records.batch import Record
+from gregor.protocol.records.batch import Record, build_batch
 from gregor.protocol.records.columns import ArrowColumns
 
 try:
@@ -92,6 +92,8 @@ def _all_sinks(
 
     out.append(_outcome(consumer))
     out.append(_outcome(lambda: mod.validate_records(data, count)))
+    out.append(_outcome(lambda: mod.schema_ids(data, count, True)))
+    out.append(_outcome(lambda: mod.schema_ids(data, count, False)))
     out.append(_outcome(lambda: mod.check_records(data, count, base_ts)))
     for include_headers, scale in ((False, 1), (True, 1), (True, 1000)):
 
@@ -481,3 +483,24 @@ def test_check_records_reports_what_the_leader_judges(mod: Any) -> None:
         ProtocolError, match="^Incorrect declared batch size, records still remaining in file$"
     ):
         mod.check_records(data, 3, 100)
+
+
+@pytest.mark.parametrize("mod", [_scan_py, _compiled], ids=["python", "cython"])
+def test_schema_ids_read_confluent_framing(mod: Any) -> None:
+    """The leader's schema ID validation reads each record's id without making its bytes:
+    magic byte 0 then a 4-byte big-endian id; -2 for a null, -1 for anything else."""
+    if mod is None:
+        pytest.skip("the compiled record walk is not built")
+    framed = b"\x00\x00\x00\x00\x07" + b"avro"
+    records = [
+        (0, None, framed),
+        (0, b"k", None),
+        (0, None, b'{"plain": "json"}'),
+        (0, b"\x00\xff\xff\xff\xffkey", b"\x00\x00\x00\x00\x05"),
+        (0, b"\x00\x00\x00\x01", b"\x01\x00\x00\x00\x07x"),  # 4 bytes; magic byte 1
+    ]
+    data = build_batch(records)[61:]
+    assert mod.schema_ids(data, 5, True) == [7, -2, -1, 5, -1]
+    assert mod.schema_ids(data, 5, False) == [-2, -1, -2, 4294967295, -1]
+    with pytest.raises(ProtocolError, match="records still remaining"):
+        mod.schema_ids(data, 4, True)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from gregor.broker.common.events import log_event
 from gregor.broker.common.topics import INTERNAL_TOPICS, assign_replicas, topic_name_error
 from gregor.broker.config.broker_config import BrokerConfig
+from gregor.broker.config.schema_validation import KEY_VALIDATION, VALUE_VALIDATION, SchemaPolicy
 from gregor.broker.config.topic_config_validator import validate_overrides
 from gregor.broker.coordination.coordinator_runtime import InternalTopic
 from gregor.cluster.image import MetadataImage, TopicImage
@@ -87,6 +88,14 @@ class TopicAdmin:
             LogConfig.from_props(dict(configs), self.default_log_config).validate()
         except StorageInvalidConfigError as e:
             raise InvalidConfigError(str(e)) from None
+        policy = SchemaPolicy.of(configs)
+        if policy is not None and not self.config.schema_registry_urls:
+            name = VALUE_VALIDATION if policy.value is not None else KEY_VALIDATION
+            raise InvalidConfigError(
+                f"Invalid value {configs[name]} for configuration {name}: this broker has no "
+                "schema registry to validate against (set confluent.schema.registry.url, or "
+                "schema.registry.listener to serve one)"
+            )
         if self.clustered and TopicTableConfig.of(configs).enabled:
             why = shared_catalog_error(self.config.raw)
             if why is not None:

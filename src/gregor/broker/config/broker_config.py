@@ -16,6 +16,7 @@ import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from gregor.broker.config.listener_security import (
     listener_security,
 )
 from gregor.broker.config.metrics_web import WebConfig, WebConfigError, load_web_config
+from gregor.broker.config.schema_validation import registry_url_error, registry_urls
 from gregor.cluster.etcd_url import is_etcd_url, parse_etcd_url
 from gregor.security.password_encoder import PasswordEncoder
 from gregor.security.tls import TlsConfigError
@@ -382,10 +384,26 @@ class BrokerConfig:
         at_least("group.share.record.lock.duration.ms", "group.share.min.record.lock.duration.ms")
         at_least("group.share.max.record.lock.duration.ms", "group.share.record.lock.duration.ms")
 
+    @property
+    def schema_registry_urls(self) -> tuple[str, ...]:
+        """The registry a topic's schema ID validation asks (``confluent.schema.registry.url``,
+        else the one served at ``schema.registry.listener``); empty: none."""
+        return registry_urls(
+            self.values["confluent.schema.registry.url"], self.schema_registry_address
+        )
+
     def _check_schema_registry(self) -> None:
         """``schema.registry.listener``: ``http://HOST:PORT`` on loopback (the registry has no
         login yet), reaching the broker through a PLAINTEXT listener, and on a single broker
         (one registry writes a topic's ids; a cluster-wide writer election is not built yet)."""
+        why = registry_url_error(self.values["confluent.schema.registry.url"])
+        if why is not None:
+            raise ConfigError(why)
+        if self.values["confluent.schema.registry.url"] and find_spec("aiohttp") is None:
+            raise ConfigError(
+                "confluent.schema.registry.url is set but the broker asks the registry with "
+                "aiohttp, the schema-registry extra: pip install 'gregor[schema-registry]'"
+            )
         value = self.values["schema.registry.listener"]
         if not value:
             return

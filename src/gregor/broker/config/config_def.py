@@ -452,6 +452,14 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
         "`gregor schema-registry` serves one for any cluster.",
     ),
     ConfigKey(
+        "confluent.schema.registry.url",
+        "string",
+        None,
+        "The schema registry (http(s)://host:port, comma-separated) a topic's schema ID "
+        "validation asks (confluent.value.schema.validation); unset: the registry served at "
+        "schema.registry.listener, if any.",
+    ),
+    ConfigKey(
         "schema.registry.topic",
         "string",
         "_schemas",

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
+from gregor.broker.config import schema_validation as sv
 from gregor.tables import settings as tables_settings
 
 LONG_MAX = (1 << 63) - 1
@@ -170,6 +171,36 @@ TOPIC_CONFIGS: tuple[TopicConfigDef, ...] = (
         minimum=-131072,
         maximum=22,
         stored_only=True,
+    ),
+    TopicConfigDef(
+        sv.KEY_VALIDATION,
+        _T.BOOLEAN,
+        "false",
+        "Confluent Server's schema ID validation of keys: each non-null key must carry a schema "
+        "id registered under the subject its strategy names (needs a schema registry).",
+    ),
+    TopicConfigDef(
+        sv.KEY_STRATEGY,
+        _T.STRING,
+        sv.TOPIC_NAME,
+        "How a key's subject is named: TopicNameStrategy, RecordNameStrategy or "
+        "TopicRecordNameStrategy.",
+        check=sv.strategy_error,
+    ),
+    TopicConfigDef(
+        sv.VALUE_VALIDATION,
+        _T.BOOLEAN,
+        "false",
+        "Confluent Server's schema ID validation of values: each non-null value must carry a "
+        "schema id registered under the subject its strategy names (needs a schema registry).",
+    ),
+    TopicConfigDef(
+        sv.VALUE_STRATEGY,
+        _T.STRING,
+        sv.TOPIC_NAME,
+        "How a value's subject is named: TopicNameStrategy, RecordNameStrategy or "
+        "TopicRecordNameStrategy.",
+        check=sv.strategy_error,
     ),
     TopicConfigDef(
         "delete.retention.ms",

@@ -58,6 +58,7 @@ from gregor.broker.replication.produce_validation import (
     scan_compressed,
     upconvert_legacy,
 )
+from gregor.broker.replication.schema_id_validator import SchemaIdValidator
 from gregor.cluster.image import MetadataImage
 from gregor.coordinator.txn.types import TxnOperation
 from gregor.protocol.errors import (
@@ -144,6 +145,8 @@ class ReplicaManager:
         self.fetchers: FollowerFetchers | None = None
         self.alter_isr: AlterIsr | None = None
         self._moves: set[asyncio.Task[None]] = set()  # AlterReplicaLogDirs copies under way
+        #: The leader's schema ID validation of produced records (``schema_id_validator``).
+        self.schema_ids: SchemaIdValidator | None = None
 
     # --- lifecycle, driven by the metadata publisher ---
 
@@ -351,7 +354,10 @@ class ReplicaManager:
             raise InvalidTopicError(f"Cannot append to internal topic {partition.topic}")
         if peek_magic(records) < 2:
             limit = max(partition.log.config.max_message_bytes * 4, 1 << 26)
-            return upconvert_legacy(records, version, limit), None
+            converted = upconvert_legacy(records, version, limit)
+            if self.schema_ids is not None:
+                await self.schema_ids.check(partition.topic, converted, None)
+            return converted, None
         compressed = check_batches(partition.topic, partition.index, records, version)
         if (
             transactional_id is not None
@@ -374,7 +380,10 @@ class ReplicaManager:
                 )
                 if code:
                     raise kafka_error(code, f"transaction verification failed: {code.name}")
-        return records, (await scan_compressed(records) if compressed else None)
+        scanned = await scan_compressed(records) if compressed else None
+        if self.schema_ids is not None:  # Confluent Server's schema ID validation
+            await self.schema_ids.check(partition.topic, records, scanned)
+        return records, scanned
 
     @staticmethod
     async def _await_acks(

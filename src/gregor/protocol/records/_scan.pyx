@@ -471,6 +471,35 @@ def validate_records(data, Py_ssize_t count):
         raise ProtocolError(RECORDS_REMAINING)
 
 
+def schema_ids(data, Py_ssize_t count, bint value):
+    """See the reference."""
+    cdef _View v = _View(data)
+    cdef Fields f
+    cdef Py_ssize_t pos = 0
+    cdef Py_ssize_t i, at, n
+    cdef const unsigned char* q
+    cdef list out = []
+    for i in range(count):
+        next_record(v.p, v.end, &pos, &f, None)
+        if value:
+            at, n = f.value_pos, f.value_len
+        else:
+            at, n = f.key_pos, f.key_len
+        if n < 0:
+            PyList_Append(out, -2)
+        elif n < 5 or v.p[at] != 0:
+            PyList_Append(out, -1)
+        else:
+            q = v.p + at
+            PyList_Append(
+                out,
+                (<int64_t>q[1] << 24) | (<int64_t>q[2] << 16) | (<int64_t>q[3] << 8) | <int64_t>q[4],
+            )
+    if pos != v.end:
+        raise ProtocolError(RECORDS_REMAINING)
+    return out
+
+
 cdef int check_records_c(const unsigned char* p, Py_ssize_t end, Py_ssize_t count,
                          int64_t base_timestamp, RecordFacts* out) except -1:
     """The reference's ``check_records`` into ``out``, for the log's compiled fast path

@@ -296,6 +296,26 @@ def validate_records(data: Buffer, count: int) -> None:
         pass
 
 
+NULL_SCHEMA_ID = -2
+NO_SCHEMA_ID = -1
+
+
+def schema_ids(data: Buffer, count: int, value: bool) -> list[int]:
+    """Per record, the schema id of Confluent's wire format in its value (``value``) or key:
+    a magic byte 0 and a 4-byte big-endian id; ``NULL_SCHEMA_ID`` for a null, ``NO_SCHEMA_ID``
+    for bytes not framed so. Walked (and refused) as :func:`walk` walks."""
+    out = []
+    for _, _, key, val, _ in walk(data, count):
+        blob = val if value else key
+        if blob is None:
+            out.append(NULL_SCHEMA_ID)
+        elif len(blob) < 5 or blob[0] != 0:
+            out.append(NO_SCHEMA_ID)
+        else:
+            out.append(int.from_bytes(blob[1:5], "big"))
+    return out
+
+
 def check_records(data: Buffer, count: int, base_timestamp: int) -> tuple[int, int, int, int]:
     """A produced batch's records as its leader judges them (Kafka's LogValidator): walked as
     :func:`walk` does (its ProtocolError for a malformed record or a count that does not

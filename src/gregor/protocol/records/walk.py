@@ -74,6 +74,13 @@ def validate_records(data: Buffer, count: int) -> None:
     _impl.validate_records(data, count)
 
 
+def schema_ids(data: Buffer, count: int, value: bool) -> list[int]:
+    """Per record, the Confluent wire format's schema id of its value or key (-2 null, -1 not
+    framed; see ``_scan_py.schema_ids``), or ProtocolError."""
+    ids: list[int] = _impl.schema_ids(data, count, value)
+    return ids
+
+
 def check_records(data: Buffer, count: int, base_timestamp: int) -> tuple[int, int, int, int]:
     """A produced batch's records as its leader judges them: ``(min_timestamp, max_timestamp,
     keyless, bad_delta)``, or ProtocolError (see ``_scan_py.check_records``)."""

@@ -1,0 +1,182 @@
+"""Confluent Server's schema ID validation on produce: the leader refuses a batch of a topic
+with ``confluent.value.schema.validation`` (or ``.key.``) on when a record's value (key) is not
+null and not framed as Confluent's serializers frame it (magic byte 0, a 4-byte big-endian
+schema id) with an id registered under the subject the topic's strategy names.
+
+Theory of operation. ``ReplicaManager`` calls ``check`` on the leader after Kafka's own checks
+of the request and before the append (followers copy the leader's log and never validate).
+The topic's policy is read from the metadata image (``config.schema_validation.SchemaPolicy``);
+a topic without one costs a dict lookup. The batches are walked with the compiled record walk
+(``walk.schema_ids``: one id per record, no objects per record; compressed batches from the
+payload the request's scan already inflated), the distinct ids are asked of ``SchemaLookup``
+(cached, bounded), and each distinct (side, id) is judged once: TopicNameStrategy's subject
+is ``<topic>-value`` (``-key``), RecordNameStrategy's the schema's record name,
+TopicRecordNameStrategy's ``<topic>-<record name>``; only a batch with a fault is walked record by record in Python, to
+name them. Faults come back as Kafka's LogValidator reports record faults:
+INVALID_RECORD with KIP-467's ``record_errors`` (the record's index in the request's records
+and why) and the same summary message. A batch whose records do not walk is left to the log,
+which refuses it with Kafka's own error.
+
+The registry unreachable (or the lookup budget spent) refuses the batch with
+REQUEST_TIMED_OUT, a retriable error: the producer retries, nothing is accepted unchecked. A
+topic with validation on and no registry this broker can ask (``confluent.schema.registry.url``
+unset and no ``schema.registry.listener``; creating or altering such a topic is refused, but a
+broker may be restarted without its registry) refuses every batch with INVALID_RECORD.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from gregor.broker.config.schema_validation import (
+    RECORD_NAME,
+    TOPIC_NAME,
+    SchemaPolicy,
+)
+from gregor.broker.replication.schema_registry_lookup import (
+    RegistryUnavailable,
+    SchemaFacts,
+    SchemaLookup,
+)
+from gregor.cluster.image import MetadataImage
+from gregor.protocol.errors import RequestTimedOutError
+from gregor.protocol.exceptions import ProtocolError
+from gregor.protocol.records.batch import batch_payload
+from gregor.protocol.records.header import HEADER_SIZE, iter_batches
+from gregor.protocol.records.walk import schema_ids
+from gregor.storage.errors import InvalidRecordError, RecordError
+from gregor.storage.validator import MAX_DECOMPRESSED_SIZE, ScannedBatch
+from gregor.storage.validator import _summary as record_errors_summary
+
+Buffer = bytes | bytearray | memoryview
+NULL = -2  # walk.schema_ids' null key/value
+UNFRAMED = -1  # ... and its bytes not in Confluent's wire format
+#: the ids of one side of one batch: (side, index of its first record, id per record)
+_Side = tuple[str, int, list[int]]
+
+
+class SchemaIdValidator:
+    """The leader's schema ID check of produced records (see the module's theory)."""
+
+    def __init__(self, urls: tuple[str, ...], image: Callable[[], MetadataImage]) -> None:
+        self.lookup = SchemaLookup(urls) if urls else None
+        self._image = image
+
+    async def close(self) -> None:
+        if self.lookup is not None:
+            await self.lookup.close()
+
+    def policy(self, topic: str) -> SchemaPolicy | None:
+        t = self._image().topic(topic)
+        return None if t is None else SchemaPolicy.of(t.configs)
+
+    async def check(
+        self, topic: str, records: Buffer, scanned: Sequence[ScannedBatch] | None
+    ) -> None:
+        """Raise INVALID_RECORD (with record errors) or a retriable error; return if valid."""
+        policy = self.policy(topic)
+        if policy is None:
+            return
+        if self.lookup is None:
+            raise InvalidRecordError(
+                f"Topic {topic} has schema validation on but this broker has no schema registry "
+                "(confluent.schema.registry.url)"
+            )
+        sides = _schema_ids(records, scanned, policy)
+        if sides is None:
+            return  # the records do not walk: the log refuses them with Kafka's error
+        wanted: dict[tuple[str, int], None] = {}
+        for side, _, side_ids in sides:
+            for schema_id in set(side_ids):
+                wanted[(side, schema_id)] = None
+        ids = {schema_id for _, schema_id in wanted if schema_id >= 0}
+        named = any(s is not None and s != TOPIC_NAME for s in (policy.key, policy.value))
+        try:
+            facts = await self.lookup.facts(ids, named) if ids else {}
+            verdicts = {k: _verdict(topic, policy, k[0], k[1], facts) for k in wanted}
+            elsewhere = {k[1] for k, v in verdicts.items() if v is not None and v[1]}
+            if elsewhere and self.lookup.forget_stale(elsewhere):
+                facts = await self.lookup.facts(ids, named)
+                verdicts = {k: _verdict(topic, policy, k[0], k[1], facts) for k in wanted}
+        except RegistryUnavailable as e:
+            raise RequestTimedOutError(
+                f"Schema validation of {topic} could not complete: {e}"
+            ) from None
+        if all(v is None for v in verdicts.values()):
+            return
+        errors: list[RecordError] = []
+        for side, first, side_ids in sides:
+            for i, schema_id in enumerate(side_ids):
+                verdict = verdicts[(side, schema_id)]
+                if verdict is not None:
+                    errors.append((first + i, verdict[0]))
+        errors.sort(key=lambda e: e[0])
+        raise InvalidRecordError(record_errors_summary(errors), errors)
+
+
+def _schema_ids(
+    records: Buffer, scanned: Sequence[ScannedBatch] | None, policy: SchemaPolicy
+) -> list[_Side] | None:
+    """The schema ids of each checked side of each batch (the compiled record walk); None if a
+    batch does not walk."""
+    out: list[_Side] = []
+    index = 0
+    mv = memoryview(records)
+    try:
+        for n, (pos, h) in enumerate(iter_batches(mv)):
+            if h.is_control:
+                continue
+            payload: Buffer
+            if scanned is not None and n < len(scanned) and h.compression:
+                if scanned[n].error is not None:
+                    return None
+                payload = scanned[n].payload
+            elif h.compression:
+                payload = batch_payload(mv, pos, h, MAX_DECOMPRESSED_SIZE)
+            else:
+                payload = mv[pos + HEADER_SIZE : pos + h.size]
+            if policy.key is not None:
+                out.append(("key", index, schema_ids(payload, h.records_count, False)))
+            if policy.value is not None:
+                out.append(("value", index, schema_ids(payload, h.records_count, True)))
+            index += h.records_count
+    except ProtocolError:
+        return None
+    return out
+
+
+def _verdict(
+    topic: str, policy: SchemaPolicy, side: str, schema_id: int, facts: dict[int, SchemaFacts]
+) -> tuple[str, bool] | None:
+    """None if a record's ``side`` with ``schema_id`` is valid, else (why, whether the id is
+    registered but not under the subject needed)."""
+    if schema_id == NULL:
+        return None
+    if schema_id == UNFRAMED:
+        return (
+            f"The {side} has no schema id: it does not start with magic byte 0 and a 4-byte "
+            "schema id (Confluent's wire format)",
+            False,
+        )
+    fact = facts[schema_id]
+    if fact.subjects is None:
+        return f"Schema id {schema_id} of the {side} is not registered", False
+    strategy = policy.key if side == "key" else policy.value
+    if strategy == TOPIC_NAME:
+        subject = f"{topic}-{side}"
+    elif fact.record_name is None:
+        return (
+            f"Schema id {schema_id} of the {side} has no record name, which {strategy} needs",
+            False,
+        )
+    elif strategy == RECORD_NAME:
+        subject = fact.record_name
+    else:
+        subject = f"{topic}-{fact.record_name}"
+    if subject in fact.subjects:
+        return None
+    return (
+        f"Schema id {schema_id} of the {side} is not registered under subject {subject} "
+        f"({strategy})",
+        True,
+    )
