@@ -52,6 +52,7 @@ from gregor.broker.replication.fetch_params import (
     drop_partial_tail,
     nothing_to_read,
 )
+from gregor.broker.replication.log_dir_moves import LogDirMoves
 from gregor.broker.replication.partition import Partition
 from gregor.broker.replication.produce_validation import (
     check_batches,
@@ -79,7 +80,6 @@ from gregor.protocol.records.header import (
 from gregor.storage.errors import RecordError
 from gregor.storage.log import Log
 from gregor.storage.log_info import LogAppendInfo
-from gregor.storage.log_move import LogCopy, copy_all
 from gregor.storage.manager import LogManager
 from gregor.storage.producer_state import AppendOrigin
 from gregor.storage.validator import ScannedBatch
@@ -144,7 +144,7 @@ class ReplicaManager:
         #: In a cluster: the follower fetchers, and how a leader asks for a new ISR.
         self.fetchers: FollowerFetchers | None = None
         self.alter_isr: AlterIsr | None = None
-        self._moves: set[asyncio.Task[None]] = set()  # AlterReplicaLogDirs copies under way
+        self.log_dir_moves = LogDirMoves(logs, self.partitions)
         #: The leader's schema ID validation of produced records (``schema_id_validator``).
         self.schema_ids: SchemaIdValidator | None = None
 
@@ -227,38 +227,12 @@ class ReplicaManager:
                 self.logs.delete_log(topic, index)
 
     def alter_log_dir(self, topic: str, index: int, log_dir: str) -> ErrorCode:
-        """AlterReplicaLogDirs for one partition: start moving its log to ``log_dir`` (a
-        future log copied in an executor thread while the partition keeps taking writes,
-        then caught up and swapped in on the event loop, with no write in between).
-        REPLICA_NOT_AVAILABLE when this broker does not host it, LOG_DIR_NOT_FOUND for a
-        directory that is not one of its log directories; NONE once the move is under way
-        (or there is nothing to move)."""
+        """AlterReplicaLogDirs for one partition (``log_dir_moves``): REPLICA_NOT_AVAILABLE
+        when this broker does not host it."""
         partition = self.partitions.get((topic, index))
         if partition is None:
             return ErrorCode.REPLICA_NOT_AVAILABLE
-        try:
-            job = self.logs.begin_move(topic, index, log_dir)
-        except KeyError:
-            return ErrorCode.REPLICA_NOT_AVAILABLE
-        except KafkaError as e:
-            return code_of(e)
-        if job is not None:
-            task = asyncio.create_task(self._move_log(partition, job), name=f"move-{topic}-{index}")
-            self._moves.add(task)
-            task.add_done_callback(self._moves.discard)
-        return ErrorCode.NONE
-
-    async def _move_log(self, partition: Partition, job: LogCopy) -> None:
-        topic, index = partition.topic, partition.index
-        try:
-            await asyncio.get_running_loop().run_in_executor(None, copy_all, job)
-            new = self.logs.finish_move(topic, index, job)
-        except Exception:  # noqa: BLE001 - the log stays where it was; say why
-            log.exception("moving the log of %s-%d failed", topic, index)
-            self.logs.abort_move(topic, index, job)
-            return
-        if new is not None and self.partitions.get((topic, index)) is partition:
-            partition.log = new
+        return self.log_dir_moves.start(partition, log_dir)
 
     def shutdown(self) -> None:
         """Wake every waiting fetch and produce: they answer with what they have."""
