@@ -162,16 +162,16 @@ class ChaosCluster:
                 host = self.host(n)
                 client_port, repl_port = free_port(), free_port()
                 self.client_proxy[n] = KafkaProxy(
-                    self.loop, host, free_port(), ("127.0.0.1", client_port), name=f"client->{n}"
+                    self.loop, host, 0, ("127.0.0.1", client_port), name=f"client->{n}"
                 )
                 self.repl_proxy[n] = KafkaProxy(
-                    self.loop, host, free_port(), ("127.0.0.1", repl_port), name=f"replication->{n}"
+                    self.loop, host, 0, ("127.0.0.1", repl_port), name=f"replication->{n}"
                 )
                 self.etcd_proxy[n] = [
                     KafkaProxy(
                         self.loop,
                         host,
-                        free_port(),
+                        0,
                         _member_address(m),
                         kafka=False,
                         name=f"{n}->etcd{i}",

@@ -1,6 +1,8 @@
 """A TCP proxy on 127.0.0.x that reads Kafka's framing, for the network nemesis.
 
-``KafkaProxy(loop, host, port, target)`` listens on ``host:port`` and forwards every connection
+``KafkaProxy(loop, host, port, target)`` listens on ``host:port`` (port 0: one the kernel picks,
+then read back as ``port``; a proxy never rebinds, so its port needs no care for restarts) and
+forwards every connection
 to ``target`` (a ``(host, port)`` or a callable returning one, read at connect time, so the
 target may move). With ``kafka=True`` it reads the client-to-broker stream as Kafka frames
 (4-byte size, then the request header: api key, version, correlation id, client id), which
@@ -131,6 +133,8 @@ class KafkaProxy:
 
     async def _start(self) -> None:
         self._server = await asyncio.start_server(self._handle, self.host, self.port)
+        if not self.port:  # the kernel's pick: no other test worker can hold it
+            self.port = int(self._server.sockets[0].getsockname()[1])
 
     @property
     def address(self) -> str:
