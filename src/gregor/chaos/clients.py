@@ -183,11 +183,21 @@ class ConfluentClient(ClientAdapter):
         )
 
     def poll(self) -> list[tuple[int, int, int]]:
+        # librdkafka hands consumer errors (a failed offset fetch, a broker gone) over as
+        # events among the messages, and its position has moved past the messages that came
+        # with them: those are this poll's result (raising would drop them, and the history
+        # would show the consumer skipping offsets it was given). An error fails the poll
+        # only when nothing came with it, or when it is fatal.
         out = []
+        errors = []
         for m in self.consumer.consume(MAX_RECORDS, POLL_TIMEOUT_S):
-            if m.error() is not None:
-                raise RuntimeError(f"consume: {m.error()}")
+            error = m.error()
+            if error is not None:
+                errors.append(error)
+                continue
             out.append(_record(m.topic(), m.partition(), m.offset(), m.value()))
+        if errors and (not out or any(e.fatal() for e in errors)):
+            raise RuntimeError(f"consume: {errors[0]}")
         return out
 
     def commit(self, offsets: dict[int, int]) -> None:
