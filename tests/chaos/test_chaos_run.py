@@ -4,17 +4,19 @@ a bug patched in must fail theirs, each by the anomaly the bug causes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from gregor.chaos.history import read_history
-from gregor.chaos.runner import RunConfig, run
+from gregor.chaos.checker import check
+from gregor.chaos.history import Op, read_history
+from gregor.chaos.runner import ALL_CLIENTS, RunConfig, run
 from gregor.testing.etcd import etcd_binary
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.timeout(600),
+    pytest.mark.timeout(900),  # a run goes on until its condition holds, 300 s at most more
     pytest.mark.skipif(etcd_binary() is None, reason="no etcd binary (scripts/system-deps.sh)"),
 ]
 
@@ -32,8 +34,25 @@ def short_run(tmp_path: Path, **kw: object) -> tuple[RunConfig, object]:
     return cfg, run(cfg, log=lambda *_: None)
 
 
+def every_client_acknowledged(clients: list[str]) -> Callable[[list[Op]], bool]:
+    def until(history: list[Op]) -> bool:
+        faults = any(e.get("process") == "nemesis" and e.get("f") != "start" for e in history)
+        acked = {
+            e["client"] for e in history if e["type"] == "ok" and e.get("f") in ("send", "txn")
+        }
+        return faults and acked == set(clients)
+
+    return until
+
+
 def test_a_short_seeded_run_under_faults_finds_no_anomaly(tmp_path: Path) -> None:
-    cfg, result = short_run(tmp_path, nemesis=["kill", "pause", "partition", "clock"])
+    # (on a busy machine 20 s may pass before every client has started: the run goes on until
+    # each has an acknowledged send and a fault has been injected)
+    cfg, result = short_run(
+        tmp_path,
+        nemesis=["kill", "pause", "partition", "clock"],
+        until=every_client_acknowledged(list(ALL_CLIENTS)),
+    )
     report = result.report  # type: ignore[attr-defined]
     assert report.anomalies == {}, report.table(examples=2)
     # The run did real work: faults injected, every client library acknowledged sends, and
@@ -56,6 +75,12 @@ def test_a_short_seeded_run_under_faults_finds_no_anomaly(tmp_path: Path) -> Non
     ],
 )
 def test_a_broker_with_a_bug_fails_its_run(tmp_path: Path, bug: str, anomalies: set[str]) -> None:
-    _cfg, result = short_run(tmp_path, nemesis=[], bug=bug)
+    # The run goes on until the history so far shows the bug's anomaly (the operations that
+    # expose it, e.g. an aborted transaction that sent offsets, may take longer than 20 s on a
+    # busy machine), at most 300 s more; the verdict is the final check's.
+    def shows_the_bug(history: list[Op]) -> bool:
+        return bool(set(check(history).anomalies) & anomalies)
+
+    _cfg, result = short_run(tmp_path, nemesis=[], bug=bug, until=shows_the_bug)
     found = set(result.report.anomalies)  # type: ignore[attr-defined]
     assert found & anomalies, result.report.table(examples=2)  # type: ignore[attr-defined]

@@ -22,6 +22,7 @@ import random
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -29,7 +30,7 @@ from typing import Any
 
 from gregor.chaos.checker import Report, check
 from gregor.chaos.cluster import ChaosCluster
-from gregor.chaos.history import HistoryWriter
+from gregor.chaos.history import HistoryWriter, Op
 from gregor.chaos.nemesis import Nemesis, wait_for
 from gregor.chaos.worker import serve
 from gregor.chaos.workload import PARTITIONS, Slot, Workload, key_of, topic_partition, topics
@@ -57,6 +58,11 @@ class RunConfig:
     crash_rate: float = 0.02
     interval: tuple[float, float] = (2.0, 6.0)
     duration: tuple[float, float] = (3.0, 10.0)
+    #: After ``time_limit``, keep the workload and the faults going until this holds of the
+    #: history so far (checked once a second), at most ``until_cap`` seconds more: a run whose
+    #: point needs certain operations (a test's) gets them however busy the machine is.
+    until: Callable[[list[Op]], bool] | None = None
+    until_cap: float = 300.0
 
 
 @dataclass
@@ -258,7 +264,7 @@ def run(cfg: RunConfig, log: Any = print) -> Result:
         else Path.cwd() / "chaos-runs" / f"{time.strftime('%Y%m%d-%H%M%S')}-seed{cfg.seed}"
     )
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
+    (out / "config.json").write_text(json.dumps(asdict(cfg), indent=1, default=repr))
     r = _Run(cfg, out)
     nemesis: Nemesis | None = None
     try:
@@ -290,6 +296,10 @@ def run(cfg: RunConfig, log: Any = print) -> Result:
         )
         nemesis.start()
         time.sleep(cfg.time_limit)
+        if cfg.until is not None:
+            cap = time.monotonic() + cfg.until_cap
+            while not cfg.until(list(r.history.entries)) and time.monotonic() < cap:
+                time.sleep(1.0)
         nemesis.halt()
         log("healing")
         nemesis.heal_all()
