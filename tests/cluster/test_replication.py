@@ -37,6 +37,9 @@ from gregor.protocol.messages import FetchRequest, FetchResponse, ProduceRequest
 from gregor.testing.cluster import ClusterProcess
 from gregor.testing.inprocess_cluster import InProcessCluster
 
+#: How long an admin call's result is waited for in these tests (seconds)
+ADMIN_S = 120
+
 
 def produce_one(cluster: Cluster, topic: str, value: bytes, acks: str = "all") -> KafkaError | None:
     """Produce one record without retries; the delivery error, or None."""
@@ -293,8 +296,10 @@ def test_preferred_and_unclean_elections_with_confluent_admin(cluster: ClusterPr
     preferred = p.replicas[0]
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     tp = [TopicPartition("elect", 0)]
+    # (each election may wait up to ADMIN_S: a failure waits for it, not a success; 30 s
+    # passed twice on a busy machine just after the preferred replica's restart)
     # Already the preferred leader: nothing to do.
-    done = admin.elect_leaders(ElectionType.PREFERRED, tp).result(30)
+    done = admin.elect_leaders(ElectionType.PREFERRED, tp).result(ADMIN_S)
     assert [e.code() for e in done.values()] == [KafkaError.ELECTION_NOT_NEEDED]
     # The preferred replica dies: another is elected; when it is back in the ISR, a preferred
     # election moves leadership back to it.
@@ -302,11 +307,11 @@ def test_preferred_and_unclean_elections_with_confluent_admin(cluster: ClusterPr
     partition_until(cluster, "elect", 0, lambda p: p.leader not in (preferred, -1))
     cluster.restart(preferred)
     partition_until(cluster, "elect", 0, lambda p: len(p.isrs) == 3 and p.leader >= 0)
-    done = admin.elect_leaders(ElectionType.PREFERRED, tp).result(30)
+    done = admin.elect_leaders(ElectionType.PREFERRED, tp).result(ADMIN_S)
     assert list(done.values()) == [None]
     assert partition_until(cluster, "elect", 0, lambda p: p.leader == preferred).leader == preferred
     # An unclean election of a partition whose leader is alive is not needed.
-    done = admin.elect_leaders(ElectionType.UNCLEAN, tp).result(30)
+    done = admin.elect_leaders(ElectionType.UNCLEAN, tp).result(ADMIN_S)
     assert [e.code() for e in done.values()] == [KafkaError.ELECTION_NOT_NEEDED]
     assert produce_one(cluster, "elect", b"after") is None
 
