@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gregor.chaos.history import Op
-from gregor.chaos.observations import WRITERS, Operation, Read, Report, Write
+from gregor.chaos.observations import ABORTED_ON_PURPOSE, WRITERS, Operation, Read, Report, Write
 
 
 def liveness(
@@ -67,7 +67,8 @@ def liveness(
     for op in ops:
         if op.f in ("poll", "txn", "send") and t_heal <= op.t_invoke < t_end:
             tried[op.process] = op
-            if op.type == "ok":
+            if op.type == "ok" or op.get("error") == ABORTED_ON_PURPOSE:
+                # a transaction the workload told the client to abort ended as asked
                 done_ok.add(op.process)
     stuck = sorted((p for p in tried if p not in done_ok), key=str)
     live["stuck after heal"] = (

@@ -52,6 +52,9 @@ ALLOWED = (
 
 READERS = ("poll", "txn", "final-poll")
 WRITERS = ("send", "txn")
+# the error of a transaction the workload told its client to abort (``op["abort"]``): an outcome
+# the run asked for, not a failure
+ABORTED_ON_PURPOSE = "aborted on purpose"
 
 
 @dataclass

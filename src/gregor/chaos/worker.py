@@ -22,6 +22,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from gregor.chaos.clients import ClientAdapter, make_client
+from gregor.chaos.observations import ABORTED_ON_PURPOSE
 
 __all__ = ["serve"]
 
@@ -165,7 +166,7 @@ def _txn(client: ClientAdapter, op: dict[str, Any], t0: float) -> dict[str, Any]
                 "type": "fail",
                 "value": _fill(out, op),
                 "commit": commit,
-                "error": "aborted on purpose",
+                "error": ABORTED_ON_PURPOSE,
                 **base,
                 "epoch": client.epoch,
             }
