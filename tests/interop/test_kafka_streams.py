@@ -71,6 +71,9 @@ class App:
             self.proc.stdout.close()
         return lines
 
+    def log_tail(self) -> str:
+        return self.log.read_text(errors="replace")[-6000:]
+
 
 @pytest.fixture
 def apps() -> Iterator[list[App]]:
@@ -127,7 +130,8 @@ def test_windowed_count_exactly_once_through_sigkill_and_restart(
     second = start()  # same state directory: same process id, so it fences the dead one
     committed_output(java_harness, broker, sink, 400)
     # A clean close this time: the shutdown hook closes Streams (it commits and leaves the group).
-    assert second.stop(signal.SIGTERM)[-1] == b"NOT_RUNNING"
+    lines = second.stop(signal.SIGTERM)
+    assert lines[-4:] == [b"STATE", b"NOT_RUNNING", b"CLOSED", b"true"], second.log_tail()
     produce(400, 500)
     third = start()
     committed_output(java_harness, broker, sink, 500)

@@ -15,6 +15,8 @@ import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.TimeWindows;
+import org.apache.logging.log4j.Level;
+import org.apache.logging.log4j.core.config.Configurator;
 
 /**
  * A Kafka Streams application for the interop tests, run as a process of its own (so a test
@@ -25,12 +27,15 @@ import org.apache.kafka.streams.kstream.TimeWindows;
  * exactly one output record and a page's window counts 1, 2, ..., n on the output.
  *
  * <p>Arguments: bootstrap-servers application-id input output state-dir. It prints "STATE
- * new-state" lines on stdout and closes cleanly on SIGTERM.
+ * new-state" lines on stdout and closes cleanly on SIGTERM, then prints "CLOSED true" (or
+ * "CLOSED false" when the close did not finish within its 120 s). Streams' own INFO lines
+ * (state transitions, each step of a shutdown) go to stderr, so a slow close can be read there.
  */
 public final class StreamsApp {
     private StreamsApp() {}
 
     public static void main(String[] args) throws Exception {
+        Configurator.setLevel("org.apache.kafka.streams", Level.INFO);
         Properties p = new Properties();
         p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
         p.put(StreamsConfig.APPLICATION_ID_CONFIG, args[1]);
@@ -59,7 +64,9 @@ public final class StreamsApp {
             System.out.flush();
         });
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            streams.close(Duration.ofSeconds(30));
+            boolean done = streams.close(Duration.ofSeconds(120));
+            System.out.println("CLOSED " + done);
+            System.out.flush();
             closed.countDown();
         }));
         streams.start();
