@@ -49,3 +49,4 @@ def test_a_coordinator_cut_off_from_etcd_does_not_answer_offset_fetch_from_its_c
     assert partition_error == group_error  # v2-7: carried on each partition too
     assert offset == -1
     assert out["after_heal"] == 7
+    assert out["anomalies"] == {}  # on the old code: committed-offset-regression 1

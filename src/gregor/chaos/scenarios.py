@@ -493,7 +493,7 @@ def _offsets_leader(cluster: ChaosCluster, via: int, group: str) -> int:
 
 
 def _stale_coordinator(cluster: ChaosCluster, rec: _Recorder) -> dict[str, Any]:
-    out: dict[str, Any] = {"scenario": "stale-coordinator"}
+    out: dict[str, Any] = {"scenario": "stale-coordinator", "client": rec.client}
     key = 0
     # The first commit creates __consumer_offsets; then a group coordinated by a broker that is
     # not the controller (cutting the controller off would also move the controller).
@@ -511,8 +511,35 @@ def _stale_coordinator(cluster: ChaosCluster, rec: _Recorder) -> dict[str, Any]:
     old = int(parts[java_partition(group, len(parts))].leader)
     others = [n for n in cluster.brokers if n != old]
     out.update(controller=controller, old_coordinator=old, group=group)
-    out["first_commit"] = _commit(cluster.bootstrap_servers, group, key, 5)
-    out["before"] = _offset_fetch_at(cluster.client_proxy[old].address, group, key)
+
+    def commit(process: int, bootstrap: str, offset: int) -> str | None:
+        """A commit, in the history as a consumer's (empty) poll that committed ``offset``."""
+        rec.invoke(process, "poll", [["poll", []]], group=group)
+        error = _commit(bootstrap, group, key, offset)
+        done = {"commit": [[key, offset]]} if error is None else {"commit_info": [[key, offset]]}
+        rec.done(
+            process,
+            "poll",
+            "ok" if error is None else "info",
+            [["poll", [], 0]],
+            **done,
+            group=group,
+            error=error,
+        )
+        return error
+
+    def fetch_at(process: str, broker: int) -> tuple[int, int, int]:
+        """OffsetFetch straight to ``broker``, in the history as a ``committed`` read."""
+        rec.invoke(process, "committed", [key], group=group)
+        got = _offset_fetch_at(cluster.client_proxy[broker].address, group, key)
+        if got[0] or got[1]:
+            rec.done(process, "committed", "fail", [key], group=group, error=got[:2], broker=broker)
+        else:
+            rec.done(process, "committed", "ok", [[key, got[2]]], group=group, broker=broker)
+        return got
+
+    out["first_commit"] = commit(1, cluster.bootstrap_servers, 5)
+    out["before"] = fetch_at("before", old)
     # O goes stale: no etcd, no other broker either way; clients still reach it.
     cluster.isolate(old)
     rec.h.append({"type": "info", "process": "nemesis", "f": "isolate", "value": [old]})
@@ -522,10 +549,18 @@ def _stale_coordinator(cluster: ChaosCluster, rec: _Recorder) -> dict[str, Any]:
 
     out["coordinator_moved"] = _until(moved, 90)
     out["new_coordinator"] = _offsets_leader(cluster, others[0], group)
-    through_others = ",".join(cluster.client_proxy[n].address for n in others)
-    out["second_commit"] = _commit(through_others, group, key, 7)
-    out["stale_answer"] = _offset_fetch_at(cluster.client_proxy[old].address, group, key)
+    out["second_commit"] = commit(2, ",".join(cluster.client_proxy[n].address for n in others), 7)
+    out["stale_answer"] = fetch_at("stale", old)
     cluster.heal_network()
     rec.h.append({"type": "info", "process": "nemesis", "f": "heal", "value": [old]})
-    out["after_heal"] = _committed(cluster.bootstrap_servers, group, key)
+    rec.invoke("after", "committed", [key], group=group)
+    after = _committed(cluster.bootstrap_servers, group, key)
+    if after is None:
+        rec.done("after", "committed", "info", [key], group=group, error="no answer")
+    else:
+        rec.done("after", "committed", "ok", [[key, after]], group=group)
+    out["after_heal"] = after
+    report: Report = check(rec.h.entries)
+    out["anomalies"] = {k: len(v) for k, v in report.anomalies.items()}
+    out["report"] = report
     return out
