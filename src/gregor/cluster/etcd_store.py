@@ -468,8 +468,10 @@ class EtcdMetadataStore(ChangeMethods):
         while not self._closed:
             await asyncio.sleep(interval)
             try:
-                sent = time.monotonic()
-                reply = await self._client_().refresh_lease(self._lease_id)
+                sent, lease_id = time.monotonic(), self._lease_id
+                reply = await self._client_().refresh_lease(lease_id)
+                if lease_id != self._lease_id:
+                    continue  # a change took a new lease meanwhile: this reply is about the old
                 if reply is not None and reply.TTL <= 0:
                     self._session_lapsed()
                     await self._renew_lease()
