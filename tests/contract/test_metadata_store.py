@@ -157,6 +157,15 @@ def test_start_sets_a_cluster_id_and_an_empty_image(kind: StoreKind) -> None:
     run(kind, scenario)
 
 
+def test_a_started_store_that_reaches_its_state_confirms_its_session(kind: StoreKind) -> None:
+    async def scenario(store: MetadataStore) -> None:
+        assert store.session_confirmed() is True  # etcd: the lease was just granted
+        await store.register_broker(reg(1))
+        assert store.session_confirmed() is True
+
+    run(kind, scenario)
+
+
 def test_start_uses_the_cluster_id_given(kind: StoreKind) -> None:
     async def scenario(store: MetadataStore) -> None:
         assert store.image.cluster_id == "my-cluster"

@@ -238,6 +238,7 @@ class Broker:
             lambda: self.store.image,
             self.replicas,
             self.topics,
+            session_confirmed=self._session_confirmed,
         )
         self.transactions = TxnService(
             TxnCoordinatorConfig.from_props(config.get),
@@ -249,6 +250,7 @@ class Broker:
             transaction_version=lambda: features.level(
                 self.store.image.features, features.TRANSACTION_VERSION
             ),
+            session_confirmed=self._session_confirmed,
         )
         self.replicas.transactions = self.transactions
         if self.clustered:
@@ -347,12 +349,18 @@ class Broker:
         fields["topics"] = len(self.store.image.topics)
         log_event(log, "broker.started", logging.INFO, **fields)
 
+    def _session_confirmed(self) -> bool:
+        """The coordinators serve only while the metadata session is confirmed (an etcd
+        store cut off past its lease's deadline is not: ``etcd_store``)."""
+        return self.store.session_confirmed()
+
     def _share_groups(self, config: BrokerConfig) -> Shares:
         state = ShareService(
             int(config.get("share.coordinator.state.topic.num.partitions")),
             int(config.get("share.coordinator.state.topic.replication.factor")),
             self.replicas,
             self.topics,
+            session_confirmed=self._session_confirmed,
         )
         persister = SharePersister(self.node_id, state, lambda: self.store.image, self.channels)
         settings = ShareSettings(

@@ -34,10 +34,20 @@ for the high watermark, so a stale leader answers NOT_LEADER_OR_FOLLOWER (or tim
 the coordinator writes the marker again to the new leader. If L answers after its local append,
 C completes T1's abort, the new leader never gets the marker, and T2's COMMIT marker covers v1
 too: the aborted v1 becomes readable (aborted-read) while T1's other partitions stay aborted.
+
+``stale-coordinator`` (seed 109's committed-offset regression): a group commits offset 5 of a
+key through its coordinator O (the leader of the group's ``__consumer_offsets`` partition, not
+the controller). O is then cut off from etcd and the other brokers, but not from clients. Once
+another broker's image shows the partition led by a new coordinator N, the group commits 7
+through N; then an OffsetFetch is sent straight to O. Answering 5 from O's cache would be a
+committed-offset regression (7 was acknowledged first); O must answer NOT_COORDINATOR (or
+COORDINATOR_NOT_AVAILABLE), as a broker whose metadata session has lapsed
+(``MetadataStore.session_confirmed``). After the heal the cluster reads 7.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import uuid
@@ -52,7 +62,13 @@ from gregor.chaos.workload import topic_partition
 
 __all__ = ["SCENARIOS", "run_scenario"]
 
-SCENARIOS = ("hold-endtxn", "hold-endtxn-zombie", "hold-produce", "stale-leader-marker")
+SCENARIOS = (
+    "hold-endtxn",
+    "hold-endtxn-zombie",
+    "hold-produce",
+    "stale-leader-marker",
+    "stale-coordinator",
+)
 KEYS = 8
 
 
@@ -140,6 +156,8 @@ def run_scenario(
     rec = _Recorder(history, client)
     if name == "stale-leader-marker":
         return _stale_leader_marker(cluster, rec, history, client)
+    if name == "stale-coordinator":
+        return _stale_coordinator(cluster, rec)
     tid = f"chaos-scenario-{uuid.uuid4().hex[:8]}"
     key_a, key_b = 0, 1
     out: dict[str, Any] = {"scenario": name, "client": client}
@@ -376,6 +394,173 @@ def _stale_leader_marker(
         _try(producer.close)
     out["final"] = _final_read(cluster, history, sorted({key, other_key}), {v1, v1b, v2})
     report: Report = check(history.entries)
+    out["anomalies"] = {k: len(v) for k, v in report.anomalies.items()}
+    out["report"] = report
+    return out
+
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def _commit(bootstrap: str, group: str, key: int, offset: int) -> str | None:
+    """Commit ``offset`` of ``key`` for ``group`` (a member-less commit, as a simple consumer
+    makes) until the coordinator acknowledges it; None, or the last error after 60 s."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    t, p = topic_partition(key)
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "log_level": 4,
+        }
+    )
+    errors: list[str | None] = []
+
+    def commit() -> bool:
+        errors.append(
+            _try(lambda: c.commit(offsets=[TopicPartition(t, p, offset)], asynchronous=False))
+        )
+        return errors[-1] is None
+
+    try:
+        _until(commit, 60)
+    finally:
+        c.close()
+    return errors[-1] if errors else "never tried"
+
+
+def _committed(bootstrap: str, group: str, key: int) -> int | None:
+    """The offset of ``key`` committed for ``group``, read through ``bootstrap``."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    t, p = topic_partition(key)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 4})
+    got: list[int] = []
+    try:
+
+        def read() -> bool:
+            try:
+                tp = c.committed([TopicPartition(t, p)], timeout=10)[0]
+            except Exception:  # noqa: BLE001 - a moving coordinator: ask again
+                return False
+            if tp.error is not None:
+                return False
+            got.append(int(tp.offset))
+            return True
+
+        _until(read, 60)
+    finally:
+        c.close()
+    return got[-1] if got else None
+
+
+def _offset_fetch_at(address: str, group: str, key: int) -> tuple[int, int, int]:
+    """OffsetFetch (v7) sent straight to the broker behind ``address``, whatever the cluster
+    says its coordinator is: (group error, partition error, committed offset)."""
+    from gregor.client.conn import BrokerConnection
+    from gregor.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+
+    t, p = topic_partition(key)
+    host, port = address.rsplit(":", 1)
+
+    async def fetch() -> OffsetFetchResponse:
+        conn = await BrokerConnection(host, int(port)).connect()
+        try:
+            req = OffsetFetchRequest(
+                group_id=group,
+                topics=[OffsetFetchRequest.Topics(name=t, partition_indexes=[p])],
+            )
+            response: OffsetFetchResponse = await conn.request(req, 7, timeout=30)
+            return response
+        finally:
+            conn.close()
+
+    r = asyncio.run(fetch())
+    parts = [q for topic in r.topics if topic.name == t for q in topic.partitions]
+    if not parts:
+        return r.error_code, -1, -1
+    return r.error_code, parts[0].error_code, parts[0].committed_offset
+
+
+def _offsets_leader(cluster: ChaosCluster, via: int, group: str) -> int:
+    """The leader of ``group``'s partition of ``__consumer_offsets`` in broker ``via``'s image."""
+    t = _metadata(cluster, via).topics.get(OFFSETS_TOPIC)
+    if t is None or t.error is not None or not t.partitions:
+        return -1
+    return int(t.partitions[java_partition(group, len(t.partitions))].leader)
+
+
+def _stale_coordinator(cluster: ChaosCluster, rec: _Recorder) -> dict[str, Any]:
+    out: dict[str, Any] = {"scenario": "stale-coordinator", "client": rec.client}
+    key = 0
+    # The first commit creates __consumer_offsets; then a group coordinated by a broker that is
+    # not the controller (cutting the controller off would also move the controller).
+    err = _commit(cluster.bootstrap_servers, f"chaos-first-{uuid.uuid4().hex[:6]}", key, 1)
+    if err is not None:
+        raise RuntimeError(f"the first offset commit failed: {err}")
+    md = _metadata(cluster, min(cluster.brokers))
+    controller = int(md.controller_id)
+    parts = md.topics[OFFSETS_TOPIC].partitions
+    group = next(
+        g
+        for g in (f"chaos-stale-coordinator-{uuid.uuid4().hex[:8]}" for _ in range(1000))
+        if parts[java_partition(g, len(parts))].leader not in (controller, -1)
+    )
+    old = int(parts[java_partition(group, len(parts))].leader)
+    others = [n for n in cluster.brokers if n != old]
+    out.update(controller=controller, old_coordinator=old, group=group)
+
+    def commit(process: int, bootstrap: str, offset: int) -> str | None:
+        """A commit, in the history as a consumer's (empty) poll that committed ``offset``."""
+        rec.invoke(process, "poll", [["poll", []]], group=group)
+        error = _commit(bootstrap, group, key, offset)
+        done = {"commit": [[key, offset]]} if error is None else {"commit_info": [[key, offset]]}
+        rec.done(
+            process,
+            "poll",
+            "ok" if error is None else "info",
+            [["poll", [], 0]],
+            **done,
+            group=group,
+            error=error,
+        )
+        return error
+
+    def fetch_at(process: str, broker: int) -> tuple[int, int, int]:
+        """OffsetFetch straight to ``broker``, in the history as a ``committed`` read."""
+        rec.invoke(process, "committed", [key], group=group)
+        got = _offset_fetch_at(cluster.client_proxy[broker].address, group, key)
+        if got[0] or got[1]:
+            rec.done(process, "committed", "fail", [key], group=group, error=got[:2], broker=broker)
+        else:
+            rec.done(process, "committed", "ok", [[key, got[2]]], group=group, broker=broker)
+        return got
+
+    out["first_commit"] = commit(1, cluster.bootstrap_servers, 5)
+    out["before"] = fetch_at("before", old)
+    # O goes stale: no etcd, no other broker either way; clients still reach it.
+    cluster.isolate(old)
+    rec.h.append({"type": "info", "process": "nemesis", "f": "isolate", "value": [old]})
+
+    def moved() -> bool:
+        return _offsets_leader(cluster, others[0], group) in others
+
+    out["coordinator_moved"] = _until(moved, 90)
+    out["new_coordinator"] = _offsets_leader(cluster, others[0], group)
+    out["second_commit"] = commit(2, ",".join(cluster.client_proxy[n].address for n in others), 7)
+    out["stale_answer"] = fetch_at("stale", old)
+    cluster.heal_network()
+    rec.h.append({"type": "info", "process": "nemesis", "f": "heal", "value": [old]})
+    rec.invoke("after", "committed", [key], group=group)
+    after = _committed(cluster.bootstrap_servers, group, key)
+    if after is None:
+        rec.done("after", "committed", "info", [key], group=group, error="no answer")
+    else:
+        rec.done("after", "committed", "ok", [[key, after]], group=group)
+    out["after_heal"] = after
+    report: Report = check(rec.h.entries)
     out["anomalies"] = {k: len(v) for k, v in report.anomalies.items()}
     out["report"] = report
     return out

@@ -33,6 +33,20 @@ stops answering) the lease expires and etcd deletes its keys: the broker disappe
 every image. A store that finds its lease gone (it was paused past
 the TTL) takes a new one and registers its brokers again. ``close()`` revokes the lease.
 
+The session fence (``session_confirmed()``): the store keeps a local deadline, the monotonic
+time the last successful keepalive (or lease grant) was *sent* plus the TTL etcd returned.
+etcd counts the TTL from when it received the request, so its expiry is at or after that
+deadline: before it, etcd surely still holds the lease, this store's registrations are
+live, and no other broker can have been given the partitions this one leads; after it, all
+of that may have happened without this store hearing of it (cut off from etcd, or paused).
+So ``session_confirmed()`` is False from the deadline on, and once a keepalive answers again
+(or a new lease is granted) it stays False until the image has been reloaded by a read
+issued after that answer: a broker that was cut off serves again only from an image at least
+as new as its session. The coordinators answer NOT_COORDINATOR while it is False, instead of
+serving committed offsets, groups or transactions from a cache that may be stale (seed 109's
+committed-offset regression). Kafka's brokers have no such fence: a KRaft broker fenced by
+the controller keeps serving its coordinators until it replays the metadata that moved them.
+
 Controller election: registering an unfenced broker also creates ``<prefix>/controller`` for
 it, in the same transaction, when no controller key exists (a nested transaction: compare
 create_revision == 0). The first broker to register is controller until its lease ends or it
@@ -58,6 +72,7 @@ import dataclasses
 import json
 import logging
 import math
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -132,6 +147,11 @@ class EtcdMetadataStore(ChangeMethods):
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
         self._closed = False
+        #: Monotonic time until which etcd surely holds the lease (see the module docstring).
+        self._session_deadline = 0.0
+        #: Set when the session lapsed and was confirmed again at this monotonic time: the
+        #: image must be reloaded by a read issued after it before the session counts.
+        self._resync_after: float | None = None
 
     # --- lifecycle, reading, listening ---
 
@@ -145,6 +165,11 @@ class EtcdMetadataStore(ChangeMethods):
     def watch(self) -> DeltaStream:
         return self._subscribers.watch()
 
+    def session_confirmed(self) -> bool:
+        """True while etcd surely still holds this store's lease and the image is at least
+        as new as the session (see the module docstring); one clock read."""
+        return self._resync_after is None and time.monotonic() < self._session_deadline
+
     async def start(self) -> MetadataImage:
         async with self._lock:
             if self._closed:
@@ -154,8 +179,7 @@ class EtcdMetadataStore(ChangeMethods):
             await self._connect()
             try:
                 await self._initialise()
-                lease = await self._client_().lease(self.ttl_s)
-                self._lease_id = int(lease.id)
+                await self._grant_lease()
             except (aetcd.ClientError, OSError) as e:
                 await self._disconnect()
                 raise EtcdUnavailableError(f"etcd at {self.target} did not answer: {e!r}") from e
@@ -311,8 +335,8 @@ class EtcdMetadataStore(ChangeMethods):
                         raise
                     # Our lease ended before this change (the loop was busy past the TTL,
                     # at start say): take a new one and compute the change again.
-                    lease = await self._client_().lease(self.ttl_s)
-                    self._lease_id = int(lease.id)
+                    self._session_lapsed()
+                    await self._grant_lease()
                     log.warning("etcd lease expired before a change; took a new one")
                     await self._reload_locked()
                     continue
@@ -389,6 +413,7 @@ class EtcdMetadataStore(ChangeMethods):
         self._subscribers.publish(delta)
 
     async def _reload_locked(self) -> None:
+        issued = time.monotonic()
         loaded = await self._load()
         candidate = (
             _lowest_live(self._own, loaded.image) if loaded.image.controller_id == -1 else None
@@ -400,6 +425,8 @@ class EtcdMetadataStore(ChangeMethods):
             loaded = await self._load()
         if loaded.exists and loaded.image != self._image:
             self._swap(loaded.image)
+        if self._resync_after is not None and issued >= self._resync_after:
+            self._resync_after = None  # the image is as new as the session: serve again
 
     # --- background: watch, reload, keepalive ---
 
@@ -441,19 +468,45 @@ class EtcdMetadataStore(ChangeMethods):
         while not self._closed:
             await asyncio.sleep(interval)
             try:
-                reply = await self._client_().refresh_lease(self._lease_id)
+                sent, lease_id = time.monotonic(), self._lease_id
+                reply = await self._client_().refresh_lease(lease_id)
+                if lease_id != self._lease_id:
+                    continue  # a change took a new lease meanwhile: this reply is about the old
                 if reply is not None and reply.TTL <= 0:
+                    self._session_lapsed()
                     await self._renew_lease()
+                elif reply is not None:
+                    self._session_confirmed_at(sent, int(reply.TTL))
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # noqa: BLE001 - etcd unreachable: the lease may expire
                 log.warning("etcd lease keepalive failed: %r", e)
 
+    async def _grant_lease(self) -> None:
+        """Take a new lease; the session is confirmed from the request's send time on."""
+        sent = time.monotonic()
+        lease = await self._client_().lease(self.ttl_s)
+        self._lease_id = int(lease.id)
+        self._session_confirmed_at(sent, int(lease.ttl))
+
+    def _session_lapsed(self) -> None:
+        """etcd said the lease is gone: not confirmed until a new one is granted."""
+        self._session_deadline = 0.0
+
+    def _session_confirmed_at(self, sent: float, ttl_s: int) -> None:
+        """etcd answered a keepalive or grant sent at ``sent`` with ``ttl_s``. If the session
+        had lapsed before this answer, the image must be reloaded before it counts."""
+        now = time.monotonic()
+        if self._started and now >= self._session_deadline:
+            self._resync_after = now
+            self._stale.set()  # the reload loop reads the image again
+            log.warning("etcd session confirmed again; serving once the image is reloaded")
+        self._session_deadline = sent + ttl_s
+
     async def _renew_lease(self) -> None:
         """The lease expired (this process was paused or cut off past the session timeout):
         take a new one and register this store's brokers again."""
-        lease = await self._client_().lease(self.ttl_s)
-        self._lease_id = int(lease.id)
+        await self._grant_lease()
         log.warning("etcd lease expired; registering %s again", sorted(self._own))
         async with self._lock:
             await self._reload_locked()  # the expired registrations are gone from the image

@@ -330,6 +330,10 @@ class LocalMetadataStore(ChangeMethods):
     async def refresh(self) -> None:
         return None
 
+    def session_confirmed(self) -> bool:
+        """Always: this process is the durable state, there is no session to lose."""
+        return True
+
     async def _change(self, change: Callable[[MetadataImage], tuple[MetadataImage, T]]) -> T:
         return await shielded(self._apply(change))
 

@@ -26,6 +26,8 @@ Contract (checked for every store by ``tests/contract/test_metadata_store.py``):
 - ``controller_id``: the local stores report the lowest live registered node; the etcd store
   the node elected through etcd (the first registered, until its lease ends).
 - Changes are serialised: concurrent callers never lose an update.
+- ``session_confirmed()``: the local stores are always confirmed; the etcd store only while
+  its lease is surely held (the coordinators answer NOT_COORDINATOR otherwise).
 """
 
 from __future__ import annotations
@@ -71,6 +73,13 @@ class MetadataStore(Protocol):
     async def refresh(self) -> None:
         """Bring the image up to the durable state now (etcd: one read, published like a
         watch event); the local stores, which are the durable state, have nothing to do."""
+        ...
+
+    def session_confirmed(self) -> bool:
+        """True while this broker surely still holds its session with the metadata store, so
+        its image is current enough to act as a coordinator from (one cheap call, made on
+        every coordinator request). The local stores: always. etcd: until the lease's local
+        deadline passes, and after a lapse only once the image is reloaded (``etcd_store``)."""
         ...
 
     def subscribe(self, listener: Callable[[MetadataDelta], None]) -> None:

@@ -123,6 +123,9 @@ class MemberStore(ChangeMethods):
     async def refresh(self) -> None:
         return None
 
+    def session_confirmed(self) -> bool:
+        return True  # one process: no session to lose
+
     def subscribe(self, listener: Callable[[MetadataDelta], None]) -> None:
         self._subscribers.subscribe(listener)
 

@@ -86,8 +86,9 @@ class GroupService(CoordinatorRuntime):
         writer: PartitionWriter,
         creator: TopicCreator,
         clock: Callable[[], int] = wall_clock_ms,
+        session_confirmed: Callable[[], bool] = lambda: True,
     ) -> None:
-        self.coordinator = GroupCoordinator(config, ImageTopics(image), clock)
+        self.coordinator = GroupCoordinator(config, ImageTopics(image), clock, session_confirmed)
         self.config = config
         topic = InternalTopic(
             OFFSETS_TOPIC,

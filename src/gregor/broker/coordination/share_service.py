@@ -63,8 +63,9 @@ class ShareService(CoordinatorRuntime):
         writer: PartitionWriter,
         creator: TopicCreator,
         clock: Callable[[], int] = wall_clock_ms,
+        session_confirmed: Callable[[], bool] = lambda: True,
     ) -> None:
-        self.coordinator = ShareCoordinator(num_partitions, clock)
+        self.coordinator = ShareCoordinator(num_partitions, clock, session_confirmed)
         topic = InternalTopic(
             SHARE_STATE_TOPIC,
             num_partitions,

@@ -97,11 +97,12 @@ class TxnService(CoordinatorRuntime):
         creator: TopicCreator,
         clock: Callable[[], int] = wall_clock_ms,
         transaction_version: Callable[[], int] = lambda: 0,
+        session_confirmed: Callable[[], bool] = lambda: True,
     ) -> None:
         self.producer_ids = producer_ids
         self.write_marker = markers
         self.coordinator = TransactionCoordinator(
-            config, producer_ids.generate, clock, transaction_version
+            config, producer_ids.generate, clock, transaction_version, session_confirmed
         )
         #: Set in a cluster: markers and verification that concern other brokers.
         self.routing: TxnRouting | None = None

@@ -5,7 +5,8 @@ to ``broker.groups`` (a ``GroupService``), which runs the coordinator state mach
 returns its (possibly delayed) response. FindCoordinator is answered here with this broker's
 endpoint on the listener the request came in on: a group's coordinator is "not yet
 available" (COORDINATOR_LOAD_IN_PROGRESS) while its ``__consumer_offsets`` partition is being
-loaded.
+loaded, and COORDINATOR_NOT_AVAILABLE while this broker leads it in its image but does not serve
+it (not loaded yet, or its metadata session is not confirmed: ``etcd_store``).
 
 Authorization (``gregor.broker.handlers.authz``) happens here, before the coordinator sees a request,
 with Kafka's operations: READ on the group to join, sync, heartbeat, leave and commit (plus
@@ -90,6 +91,11 @@ async def _coordinator(ctx: RequestContext, key: str, key_type: int) -> tuple[in
     code = await service.coordinator_error(key)  # creates the internal topic if needed
     node = service.coordinator_node(key, ctx.broker.image)
     if node == ctx.broker.node_id:
+        if code == ErrorCode.NOT_COORDINATOR:
+            # Led here in this broker's image but not served: not loaded yet, or the broker
+            # cannot confirm its metadata session (its image may be stale). FindCoordinator's
+            # retriable answer: the client asks again, perhaps another broker.
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE
         return code, (None if not code else code.name), node
     if node < 0:
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE

@@ -153,6 +153,12 @@ class GroupAdmin:
     ) -> None:
         states = {s.lower() for s in req.states_filter} if version >= 4 else set()
         types = {t.lower() for t in req.types_filter} if version >= 5 else set()
+        if not self.core.session_confirmed():
+            # The broker cannot confirm its metadata session: its groups may be led elsewhere
+            # already. Retriable, as for a coordinator that is not available.
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            self.core.reply(token, ListGroupsResponse(throttle_time_ms=0, error_code=code))
+            return
         loading = any(s is PartitionStatus.LOADING for s in self.core.partitions.values())
         out = []
         for group in self.core.active_groups():

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Never
 
 from gregor.coordinator.common.outbox import Output
-from gregor.coordinator.common.timers import PartitionStatus
+from gregor.coordinator.common.timers import PartitionStatus, session_always_confirmed
 from gregor.coordinator.group.admin_ops import GroupAdmin
 from gregor.coordinator.group.classic import ClassicGroup
 from gregor.coordinator.group.classic_ops import ClassicGroups
@@ -42,9 +42,13 @@ class GroupCoordinator:
     """A group coordinator for every ``__consumer_offsets`` partition this broker leads."""
 
     def __init__(
-        self, config: CoordinatorConfig, topics: TopicsView, clock: Callable[[], int]
+        self,
+        config: CoordinatorConfig,
+        topics: TopicsView,
+        clock: Callable[[], int],
+        session_confirmed: Callable[[], bool] = session_always_confirmed,
     ) -> None:
-        self.core = core = GroupCore(config, topics, clock)
+        self.core = core = GroupCore(config, topics, clock, session_confirmed)
         self.classic = ClassicGroups(core)
         self.consumer = ConsumerGroups(core)
         self.offsets = Offsets(core, self.classic)

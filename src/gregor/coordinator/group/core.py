@@ -21,6 +21,8 @@ it passes. Tests drive all of this with a fake clock and an in-memory list as th
 
 Each ``__consumer_offsets`` partition is either loading (its groups answer
 COORDINATOR_LOAD_IN_PROGRESS) or active; a group lives in ``partition_for(group_id)``.
+While the broker cannot confirm its metadata session (``session_confirmed``) every group
+answers NOT_COORDINATOR, reads included (``coordinator.common.timers``).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from typing import Never, TypeVar
 
 from gregor.coordinator.common.outbox import Outbox, Token, WriteCallback
 from gregor.coordinator.common.partitioning import partition_for
-from gregor.coordinator.common.timers import PartitionStatus, Timers
+from gregor.coordinator.common.timers import PartitionStatus, Timers, session_always_confirmed
 from gregor.coordinator.group.classic import ClassicGroup, ClassicState
 from gregor.coordinator.group.config import (
     APPEND_MAX_BATCH_BYTES,
@@ -71,10 +73,13 @@ class GroupCore:
         config: CoordinatorConfig,
         topics: TopicsView,
         clock: Callable[[], int],
+        session_confirmed: Callable[[], bool] = session_always_confirmed,
     ) -> None:
         self.config = config
         self.topics = topics
         self.clock = clock
+        #: False while the broker cannot confirm its metadata session (``common.timers``).
+        self.session_confirmed = session_confirmed
         self.groups: dict[str, Group] = {}
         self.partitions: dict[int, PartitionStatus] = {}
         self.timers = Timers()
@@ -180,11 +185,11 @@ class GroupCore:
     def partition_error(self, group_id: str) -> int:
         """0 if this coordinator serves ``group_id`` now, else the error to answer."""
         status = self.partitions.get(self.partition_for(group_id))
-        if status is PartitionStatus.ACTIVE:
-            return 0
+        if status is None or not self.session_confirmed():
+            return ErrorCode.NOT_COORDINATOR
         if status is PartitionStatus.LOADING:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return ErrorCode.NOT_COORDINATOR
+        return 0
 
     def is_loading(self, group_id: str) -> bool:
         return self.partitions.get(self.partition_for(group_id)) is PartitionStatus.LOADING

@@ -25,7 +25,7 @@ from typing import Never, TypeVar
 from gregor.coordinator.common.append_errors import SHARE_STATE_APPEND_ERRORS
 from gregor.coordinator.common.outbox import Outbox, Output, Token
 from gregor.coordinator.common.partitioning import partition_for
-from gregor.coordinator.common.timers import PartitionStatus
+from gregor.coordinator.common.timers import PartitionStatus, session_always_confirmed
 from gregor.coordinator.share.state import (
     ShareKey,
     ShareSnapshot,
@@ -59,9 +59,16 @@ def share_key_text(key: ShareKey) -> str:
 
 
 class ShareCoordinator:
-    def __init__(self, num_partitions: int, clock: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        num_partitions: int,
+        clock: Callable[[], int],
+        session_confirmed: Callable[[], bool] = session_always_confirmed,
+    ) -> None:
         self.num_partitions = num_partitions
         self.clock = clock
+        #: False while the broker cannot confirm its metadata session (``common.timers``).
+        self.session_confirmed = session_confirmed
         self.states: dict[ShareKey, ShareSnapshot] = {}
         self.partitions: dict[int, PartitionStatus] = {}
         self.outbox: Outbox[Never] = Outbox()
@@ -127,7 +134,7 @@ class ShareCoordinator:
 
     def _error(self, key: ShareKey) -> int:
         status = self.partitions.get(self.partition_of(key))
-        if status is None:
+        if status is None or not self.session_confirmed():
             return ErrorCode.NOT_COORDINATOR
         return 0 if status is PartitionStatus.ACTIVE else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
 

@@ -58,7 +58,7 @@ from collections.abc import Callable, Iterable
 
 from gregor.coordinator.common.events import log_event
 from gregor.coordinator.common.outbox import Output, Token
-from gregor.coordinator.common.timers import PartitionStatus
+from gregor.coordinator.common.timers import PartitionStatus, session_always_confirmed
 from gregor.coordinator.txn.commit import TxnCommits
 from gregor.coordinator.txn.core import TxnCore
 from gregor.coordinator.txn.load import replay_transaction_log
@@ -105,8 +105,11 @@ class TransactionCoordinator:
         generate_producer_id: Callable[[], int],
         clock: Callable[[], int],
         transaction_version: Callable[[], int] = lambda: 0,
+        session_confirmed: Callable[[], bool] = session_always_confirmed,
     ) -> None:
-        self.core = TxnCore(config, generate_producer_id, clock, transaction_version)
+        self.core = TxnCore(
+            config, generate_producer_id, clock, transaction_version, session_confirmed
+        )
         self.commits = TxnCommits(self.core)
         self.end_txn = self.commits.end_txn
         self.markers_complete = self.commits.markers_complete
@@ -428,6 +431,8 @@ class TransactionCoordinator:
         duration_filter_ms: int = -1,
     ) -> tuple[int, list[str], list[TxnListing]]:
         """(error, unknown state names, matching transactions)."""
+        if not self.core.session_confirmed():
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, [], []  # see ``common.timers``
         return list_transactions(
             self.core.txns,
             self.core.partition_error,

@@ -18,7 +18,7 @@ from gregor.coordinator.common.append_errors import TXN_LOG_APPEND_ERRORS
 from gregor.coordinator.common.events import log_event
 from gregor.coordinator.common.outbox import Outbox, Token
 from gregor.coordinator.common.partitioning import partition_for
-from gregor.coordinator.common.timers import PartitionStatus, Timers
+from gregor.coordinator.common.timers import PartitionStatus, Timers, session_always_confirmed
 from gregor.coordinator.txn.records import TxnLogValue, encode_key, encode_value, value_version
 from gregor.coordinator.txn.state import TxnMetadata, TxnState, TxnTransit
 from gregor.coordinator.txn.types import MarkerWrite, TxnCoordinatorConfig
@@ -37,8 +37,11 @@ class TxnCore:
         generate_producer_id: Callable[[], int],
         clock: Callable[[], int],
         transaction_version: Callable[[], int],
+        session_confirmed: Callable[[], bool] = session_always_confirmed,
     ) -> None:
         self.config = config
+        #: False while the broker cannot confirm its metadata session (``common.timers``).
+        self.session_confirmed = session_confirmed
         self.generate_producer_id = generate_producer_id
         self.clock = clock
         #: The cluster's finalized ``transaction.version`` (read at each use: it can change).
@@ -58,7 +61,7 @@ class TxnCore:
     def partition_error(self, transactional_id: str) -> int:
         """0 if this coordinator serves ``transactional_id`` now, else the error to answer."""
         entry = self.partitions.get(self.partition_for(transactional_id))
-        if entry is None:
+        if entry is None or not self.session_confirmed():
             return ErrorCode.NOT_COORDINATOR
         return 0 if entry[0] is PartitionStatus.ACTIVE else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
 
