@@ -81,6 +81,13 @@ def schema_ids(data: Buffer, count: int, value: bool) -> list[int]:
     return ids
 
 
+def payloads(data: Buffer, count: int, value: bool) -> list[bytes | None]:
+    """Per record, its value or key (None for a null), or ProtocolError (see
+    ``_scan_py.payloads``)."""
+    out: list[bytes | None] = _impl.payloads(data, count, value)
+    return out
+
+
 def check_records(data: Buffer, count: int, base_timestamp: int) -> tuple[int, int, int, int]:
     """A produced batch's records as its leader judges them: ``(min_timestamp, max_timestamp,
     keyless, bad_delta)``, or ProtocolError (see ``_scan_py.check_records``)."""

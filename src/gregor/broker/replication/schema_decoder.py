@@ -1,0 +1,365 @@
+"""Gregor's deeper schema validation level (``gregor.value.schema.validation.level=decode``):
+each record's payload after Confluent's 5-byte framing must decode completely against the
+schema its id names.
+
+Theory of operation. ``decoder_for`` turns a registered schema (its type, its text as the
+registry answers ``?format=serialized``, and its resolved references) into a ``PayloadDecoder``
+once per schema id; ``SchemaLookup`` keeps it beside the id's facts, so the parsed schemas live
+in the same bounded cache (``CACHE_SIZE`` ids, the same lifetimes). ``PayloadDecoder.check``
+takes a whole framed payload (magic byte, id, body) and answers None when it decodes, else the
+reason, which names the schema id:
+
+* Avro: fastavro's ``schemaless_reader`` on the parsed schema, and every byte consumed (a
+  payload with bytes left over is not the schema's datum). fastavro's compiled reader recurses
+  on the C stack without a limit, so a recursive schema's payload (each level costs a producer
+  one byte) is read by it only up to ``RECURSIVE_LIMIT`` bytes and refused beyond; an array
+  whose items take no bytes (``null``, an empty record) would let a block count of a few bytes
+  make the reader loop for ever, so such a schema's payloads are refused. Both are said in the
+  reason; neither is a schema anyone serializes records with in practice.
+* JSON Schema: the body parses as JSON (UTF-8) and the ``jsonschema`` validator of the
+  schema's draft (draft 7 when it names none, as Confluent) accepts it; the first error is the
+  reason.
+* Protobuf: the message indexes after the id (a zigzag varint count, then that many indexes;
+  a single 0 means the first message) name a message of the registered descriptor, whose
+  dynamic class (protobuf's ``message_factory`` over a pool of the descriptor and its
+  references) must parse the rest.
+
+A schema the broker cannot build a decoder for (a parse error, a reference that does not
+resolve, a type it does not know) gives a decoder that refuses every payload saying so: decode
+validation fails closed. No state beyond the decoders' parsed schemas.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+#: a recursive Avro schema's payloads longer than this are refused (fastavro's compiled reader
+#: has no recursion limit; a nesting level costs one byte)
+RECURSIVE_LIMIT = 512
+#: at most this many message indexes after a Protobuf payload's id
+MAX_MESSAGE_INDEXES = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """A resolved schema reference: the name the schema imports it by, and its schema."""
+
+    name: str
+    schema_type: str
+    schema: str
+
+
+class PayloadDecoder:
+    """Decodes one schema id's framed payloads; ``check`` answers None or why not (a clause
+    after "The value" or "The key")."""
+
+    def __init__(self, schema_id: int, schema_type: str, check: Callable[[bytes], str | None]):
+        self.schema_id = schema_id
+        self.schema_type = schema_type
+        self.check = check
+
+
+def decoder_for(
+    schema_id: int, schema_type: str, schema: str, references: tuple[Reference, ...]
+) -> PayloadDecoder:
+    """The decoder of a registered schema; one refusing every payload if it does not build."""
+    try:
+        if schema_type == "AVRO":
+            check = _avro(schema_id, schema, references)
+        elif schema_type == "JSON":
+            check = _json(schema_id, schema, references)
+        elif schema_type == "PROTOBUF":
+            check = _protobuf(schema_id, schema, references)
+        else:
+            raise ValueError(f"unknown schema type {schema_type!r}")
+    except RecursionError:
+        check = _refuse(schema_id, "its schema is nested too deeply")
+    except Exception as e:  # the libraries raise many types on a schema they cannot take
+        check = _refuse(schema_id, f"the broker cannot build a decoder of its schema ({_why(e)})")
+    return PayloadDecoder(schema_id, schema_type, check)
+
+
+def _why(e: BaseException) -> str:
+    text = str(e).splitlines()[0][:300] if str(e) else ""
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def _refuse(schema_id: int, why: str) -> Callable[[bytes], str | None]:
+    reason = f"cannot be decoded with schema id {schema_id}: {why}"
+
+    def check(payload: bytes) -> str | None:
+        return reason
+
+    return check
+
+
+# --- Avro ---
+
+
+def _avro(schema_id: int, schema: str, references: tuple[Reference, ...]) -> Any:
+    import fastavro
+    from fastavro import schemaless_reader
+
+    named: dict[str, Any] = {}
+    for ref in references:
+        if ref.schema_type != "AVRO":
+            raise ValueError(f"reference {ref.name!r} is {ref.schema_type}, not AVRO")
+        fastavro.parse_schema(json.loads(ref.schema), named_schemas=named)
+    parsed = fastavro.parse_schema(json.loads(schema), named_schemas=named)
+    shape = _AvroShape(named)
+    shape.walk(parsed)
+    if shape.zero_width_items:
+        return _refuse(
+            schema_id,
+            "its schema has an array whose items take no bytes, which decode validation does "
+            "not read (a few bytes could make the reader loop for ever)",
+        )
+    recursive = shape.recursive
+    prefix = f"does not decode with schema id {schema_id} (AVRO)"
+    BytesIO = io.BytesIO
+
+    def check(payload: bytes) -> str | None:
+        size = len(payload)
+        if recursive and size > RECURSIVE_LIMIT + 5:
+            return (
+                f"{prefix}: its schema is recursive and decode validation reads at most "
+                f"{RECURSIVE_LIMIT} bytes of such a payload"
+            )
+        fo = BytesIO(payload)
+        fo.seek(5)
+        try:
+            schemaless_reader(fo, parsed, None)
+        except EOFError:
+            return f"{prefix}: the payload ends too early"
+        except Exception as e:  # fastavro raises many types on bad bytes
+            return f"{prefix}: {_why(e)}"
+        left = size - fo.tell()
+        if left:
+            return f"{prefix}: {left} bytes left over after the datum"
+        return None
+
+    return check
+
+
+class _AvroShape:
+    """Whether a parsed Avro schema is recursive and whether an array of it has items that
+    take no bytes."""
+
+    def __init__(self, named: dict[str, Any]) -> None:
+        self.named = named
+        self.recursive = False
+        self.zero_width_items = False
+        self._open: set[str] = set()
+        self._width: dict[str, bool] = {}
+
+    def walk(self, t: Any) -> bool:
+        """True if ``t`` can encode in zero bytes."""
+        if isinstance(t, str):
+            if t == "null":
+                return True
+            if t in self.named:
+                if t in self._open:
+                    self.recursive = True
+                    return False  # a recursion passes through a union, array or map
+                if t in self._width:
+                    return self._width[t]
+                return self.walk(self.named[t])
+            return False
+        if isinstance(t, list):
+            for branch in t:
+                self.walk(branch)
+            return False  # a union's index takes a byte
+        if not isinstance(t, dict):
+            return False
+        kind = t.get("type")
+        name = t.get("name")
+        if kind in ("record", "error", "enum", "fixed") and isinstance(name, str):
+            self._open.add(name)
+            try:
+                if kind == "fixed":
+                    zero = t.get("size") == 0
+                elif kind == "enum":
+                    zero = False
+                else:
+                    zero = all([self.walk(f["type"]) for f in t.get("fields", ())])
+            finally:
+                self._open.discard(name)
+            self._width[name] = zero
+            return zero
+        if kind == "array":
+            if self.walk(t.get("items")):
+                self.zero_width_items = True
+            return False
+        if kind == "map":
+            self.walk(t.get("values"))
+            return False
+        return self.walk(kind) if kind is not None else False
+
+
+# --- JSON Schema ---
+
+
+def _json(schema_id: int, schema: str, references: tuple[Reference, ...]) -> Any:
+    import jsonschema
+    import referencing
+    import referencing.jsonschema
+
+    resources = []
+    for ref in references:
+        if ref.schema_type != "JSON":
+            raise ValueError(f"reference {ref.name!r} is {ref.schema_type}, not JSON")
+        resources.append(
+            (
+                ref.name,
+                referencing.Resource.from_contents(
+                    json.loads(ref.schema), default_specification=referencing.jsonschema.DRAFT7
+                ),
+            )
+        )
+    raw = json.loads(schema)
+    validator_cls = jsonschema.validators.validator_for(raw, default=jsonschema.Draft7Validator)
+    validator_cls.check_schema(raw)
+    validator = validator_cls(raw, registry=referencing.Registry().with_resources(resources))
+    prefix = f"does not decode with schema id {schema_id} (JSON)"
+    loads = json.loads
+
+    def check(payload: bytes) -> str | None:
+        try:
+            doc = loads(payload[5:])
+        except RecursionError:
+            return f"{prefix}: nested too deeply"
+        except ValueError as e:
+            return f"{prefix}: not JSON: {_why(e)}"
+        try:
+            error = next(validator.iter_errors(doc), None)
+        except RecursionError:
+            return f"{prefix}: nested too deeply"
+        except Exception as e:  # a $ref that does not resolve, ...
+            return f"{prefix}: {_why(e)}"
+        if error is not None:
+            where = "/".join(str(p) for p in error.absolute_path)
+            return f"{prefix}: at /{where}: {error.message[:300]}"
+        return None
+
+    return check
+
+
+# --- Protobuf ---
+
+
+def _protobuf(schema_id: int, schema: str, references: tuple[Reference, ...]) -> Any:
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    from google.protobuf.message import DecodeError
+
+    pool = descriptor_pool.DescriptorPool()
+    files = []
+    for ref in references:
+        if ref.schema_type != "PROTOBUF":
+            raise ValueError(f"reference {ref.name!r} is {ref.schema_type}, not PROTOBUF")
+        dep = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(ref.schema))
+        dep.name = ref.name
+        files.append(dep)
+    main = descriptor_pb2.FileDescriptorProto.FromString(
+        base64.b64decode(schema.strip(), validate=True)
+    )
+    have = {f.name for f in files} | {main.name}
+    for wk in _well_known():
+        if wk.name not in have:
+            pool.Add(wk)
+    for f in files:
+        pool.Add(f)
+    pool.Add(main)
+    package = f"{main.package}." if main.package else ""
+    classes: dict[tuple[int, ...], Any] = {}
+    prefix = f"does not decode with schema id {schema_id} (PROTOBUF)"
+
+    def message_class(path: tuple[int, ...]) -> Any:
+        cls = classes.get(path)
+        if cls is None:
+            msgs: Any = main.message_type
+            name = package
+            for i in path:
+                if i >= len(msgs):
+                    return None
+                name += msgs[i].name
+                msgs = msgs[i].nested_type
+                name += "."
+            cls = message_factory.GetMessageClass(pool.FindMessageTypeByName(name[:-1]))
+            classes[path] = cls  # one per message of the schema: bounded by the schema
+        return cls
+
+    def check(payload: bytes) -> str | None:
+        pos = 5
+        count, pos = _zigzag(payload, pos)
+        if count is None or not 0 <= count <= MAX_MESSAGE_INDEXES:
+            return f"{prefix}: no message indexes after the schema id"
+        path: list[int] = []
+        for _ in range(count):
+            index, pos = _zigzag(payload, pos)
+            if index is None or index < 0:
+                return f"{prefix}: the message indexes do not parse"
+            path.append(index)
+        cls = message_class(tuple(path) or (0,))
+        if cls is None:
+            return f"{prefix}: the schema has no message at indexes {path}"
+        try:
+            cls.FromString(payload[pos:])
+        except DecodeError as e:
+            return f"{prefix}: {_why(e)}"
+        except Exception as e:
+            return f"{prefix}: {_why(e)}"
+        return None
+
+    return check
+
+
+def _zigzag(data: bytes, pos: int) -> tuple[int | None, int]:
+    """A zigzag varint at ``pos`` (at most 10 bytes) and the position after it."""
+    n = shift = 0
+    for i in range(pos, min(pos + 10, len(data))):
+        b = data[i]
+        n |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (n >> 1) ^ -(n & 1), i + 1
+        shift += 7
+    return None, pos
+
+
+def _well_known() -> list[Any]:
+    from google.protobuf import (
+        any_pb2,
+        api_pb2,
+        descriptor_pb2,
+        duration_pb2,
+        empty_pb2,
+        field_mask_pb2,
+        source_context_pb2,
+        struct_pb2,
+        timestamp_pb2,
+        type_pb2,
+        wrappers_pb2,
+    )
+
+    out = []
+    for mod in (
+        any_pb2,
+        source_context_pb2,
+        type_pb2,
+        api_pb2,
+        descriptor_pb2,
+        duration_pb2,
+        empty_pb2,
+        field_mask_pb2,
+        struct_pb2,
+        timestamp_pb2,
+        wrappers_pb2,
+    ):
+        fdp = descriptor_pb2.FileDescriptorProto()
+        mod.DESCRIPTOR.CopyToProto(fdp)
+        out.append(fdp)
+    return out
