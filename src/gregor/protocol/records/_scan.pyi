@@ -70,3 +70,11 @@ class RecordAppender:
         headers: Sequence[tuple[str | bytes, Buffer | None]] = (),
         offset_delta: int | None = None,
     ) -> int: ...
+
+AVRO_MAX_DEPTH: int
+
+class AvroValidator:
+    def __init__(
+        self, kinds: list[int], a: list[int], b: list[int], children: list[int]
+    ) -> None: ...
+    def check(self, payload: bytes) -> str | None: ...

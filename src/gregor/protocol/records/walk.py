@@ -88,6 +88,12 @@ def payloads(data: Buffer, count: int, value: bool) -> list[bytes | None]:
     return out
 
 
+def avro_validator(kinds: list[int], a: list[int], b: list[int], children: list[int]) -> Any:
+    """The Avro payload walk of a schema given as a program of nodes (see
+    ``_scan_py.AvroValidator``): an object whose ``check(payload)`` answers None or why not."""
+    return _impl.AvroValidator(kinds, a, b, children)
+
+
 def check_records(data: Buffer, count: int, base_timestamp: int) -> tuple[int, int, int, int]:
     """A produced batch's records as its leader judges them: ``(min_timestamp, max_timestamp,
     keyless, bad_delta)``, or ProtocolError (see ``_scan_py.check_records``)."""
