@@ -153,6 +153,39 @@ def test_avro_payloads_that_do_not_decode_are_refused_with_their_index(served: S
     assert consume(bs, topic, 3) == [(None, good), (None, None), (None, good)]
 
 
+def test_corrupt_batches_are_not_decoded_and_large_ones_are(served: Served) -> None:
+    """A batch whose CRC does not match is left to the log (CORRUPT_MESSAGE), not decoded; a
+    request of more than a MiB of records is decoded in a worker thread, with the same
+    verdicts."""
+    bs = served.broker.bootstrap_servers
+    topic = topic_name("avro-large")
+    create(bs, topic, DECODE)
+    schema = avro_record(f"{space_of(topic)}.Blob", ("id", "long"), ("text", "string"))
+    to_avro = avro(served, topic, schema)
+    values = [to_avro({"id": i, "text": f"{i:08d}" * 125}) for i in range(1200)]
+    schema_id = int.from_bytes(values[0][1:5], "big")
+    values[1100] = values[1100] + b"\x00"
+    big = batch(values, compression=1)  # gzip: small on the wire, 1.2 MB of records
+    assert len(big) < 1 << 20 < sum(len(v) for v in values)
+    p = raw_produce(bs, topic, big)
+    assert p.error_code == ErrorCode.INVALID_RECORD
+    assert refusals(p) == [
+        (
+            1100,
+            f"The value does not decode with schema id {schema_id} (AVRO): 1 bytes left "
+            "over after the datum",
+        )
+    ]
+    corrupt = bytearray(batch([values[0], b"\x00" + values[0][1:5] + b"\x7f"]))
+    corrupt[17] ^= 0x01  # the stored CRC (after base offset, length, epoch, magic)
+    p = raw_produce(bs, topic, bytes(corrupt))
+    assert p.error_code == ErrorCode.CORRUPT_MESSAGE
+    assert end_offset(bs, topic) == 0
+    values[1100] = values[1099]
+    assert raw_produce(bs, topic, batch(values, compression=1)).error_code == 0
+    assert end_offset(bs, topic) == 1200
+
+
 def test_key_decode_checks_keys(served: Served) -> None:
     bs = served.broker.bootstrap_servers
     topic = topic_name("keys-decoded")

@@ -22,7 +22,9 @@ then decoded against their ids' schemas (``schema_decoder``), after every cheape
 passed (the batch's CRC and records by the request's scan, the record walk, the ids): the walk
 gives each record's payload (``walk.payloads``), the decoder cached with the id's facts checks
 it, and a payload that does not decode completely is a record fault like a bad id, with the
-decoder's reason. Only the leader decodes, as it alone validates.
+decoder's reason. A batch whose CRC does not match is not decoded (the log refuses it with
+CORRUPT_MESSAGE); a request of more than ``INLINE_DECODE_BYTES`` is decoded in a worker thread.
+Only the leader decodes, as it alone validates.
 
 The registry unreachable (or the lookup budget spent) refuses the batch with
 REQUEST_TIMED_OUT, a retriable error: the producer retries, nothing is accepted unchecked. A
@@ -33,6 +35,7 @@ broker may be restarted without its registry) refuses every batch with INVALID_R
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 
 from gregor.broker.config.schema_validation import (
@@ -49,7 +52,7 @@ from gregor.cluster.image import MetadataImage
 from gregor.protocol.errors import RequestTimedOutError
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.records.batch import batch_payload
-from gregor.protocol.records.header import HEADER_SIZE, iter_batches
+from gregor.protocol.records.header import HEADER_SIZE, crc_ok, iter_batches
 from gregor.protocol.records.walk import payloads, schema_ids
 from gregor.storage.errors import InvalidRecordError, RecordError
 from gregor.storage.validator import MAX_DECOMPRESSED_SIZE, ScannedBatch
@@ -58,6 +61,9 @@ from gregor.storage.validator import _summary as record_errors_summary
 Buffer = bytes | bytearray | memoryview
 NULL = -2  # walk.schema_ids' null key/value
 UNFRAMED = -1  # ... and its bytes not in Confluent's wire format
+#: a request's records decoded (level ``decode``) on the event loop up to this many bytes (about
+#: a millisecond of Avro); more in a worker thread, as the request's scan decompresses them
+INLINE_DECODE_BYTES = 1 << 20
 #: the ids of one side of one batch: (side, index of its first record, id per record, the
 #: batch's records and their count)
 _Side = tuple[str, int, list[int], Buffer, int]
@@ -112,7 +118,11 @@ class SchemaIdValidator:
             ) from None
         if all(v is None for v in verdicts.values()):
             if policy.decodes:
-                _decode(policy, sides, facts)
+                if sum(len(side[3]) for side in sides) <= INLINE_DECODE_BYTES:
+                    _decode(policy, sides, facts)
+                else:  # a large request: the loop keeps serving between the GIL's turns
+                    loop = asyncio.get_running_loop()
+                    await loop.run_in_executor(None, _decode, policy, sides, facts)
             return
         errors: list[RecordError] = []
         for side, first, side_ids, _, _ in sides:
@@ -136,6 +146,8 @@ def _schema_ids(
         for n, (pos, h) in enumerate(iter_batches(mv)):
             if h.is_control:
                 continue
+            if policy.decodes and not crc_ok(mv, pos, h):
+                return None  # decode nothing of a corrupt batch: the log refuses it
             payload: Buffer
             if scanned is not None and n < len(scanned) and h.compression:
                 if scanned[n].error is not None:
