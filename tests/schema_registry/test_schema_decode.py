@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
@@ -186,6 +186,46 @@ def test_corrupt_batches_are_not_decoded_and_large_ones_are(served: Served) -> N
     assert end_offset(bs, topic) == 1200
 
 
+def test_avro_schema_with_a_reference_is_decoded(served: Served) -> None:
+    """The schema's references are fetched from the registry and parsed with it."""
+    bs = served.broker.bootstrap_servers
+    topic = topic_name("avro-ref")
+    space = space_of(topic)
+    create(bs, topic, DECODE)
+    client = SchemaRegistryClient({"url": served.url})
+    money = avro_record(f"{space}.Money", ("units", "long"), ("currency", "string"))
+    client.register_schema(f"{space}.Money", Schema(money, "AVRO"))
+    priced = json.dumps(
+        {
+            "type": "record",
+            "name": f"{space}.Priced",
+            "fields": [
+                {"name": "id", "type": "string"},
+                {"name": "price", "type": f"{space}.Money"},
+            ],
+        }
+    )
+    schema = Schema(priced, "AVRO", [SchemaReference(f"{space}.Money", f"{space}.Money", 1)])
+    schema_id = client.register_schema(f"{topic}-value", schema)
+    ser = AvroSerializer(client, conf={"auto.register.schemas": False, "use.latest.version": True})
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    good = ser({"id": "a", "price": {"units": 5, "currency": "EUR"}}, ctx)
+    assert int.from_bytes(good[1:5], "big") == schema_id
+    p = raw_produce(bs, topic, batch([good, good[:-2]]))
+    assert p.error_code == ErrorCode.INVALID_RECORD
+    assert refusals(p) == [
+        (
+            1,
+            f"The value does not decode with schema id {schema_id} (AVRO): the payload ends too early",
+        )
+    ]
+    assert raw_produce(bs, topic, batch([good])).error_code == 0
+    reader = AvroDeserializer(client)
+    assert [reader(v, ctx) for _, v in consume(bs, topic, 1)] == [
+        {"id": "a", "price": {"units": 5, "currency": "EUR"}}
+    ]
+
+
 def test_key_decode_checks_keys(served: Served) -> None:
     bs = served.broker.bootstrap_servers
     topic = topic_name("keys-decoded")
@@ -242,6 +282,7 @@ def test_json_and_protobuf_payloads_that_do_not_decode_are_refused(served: Serve
                 good_json,
                 good_json[:5] + b'{"n": "one"}',  # JSON, not what the schema says
                 good_json[:5] + b'{"n": 1',  # not JSON
+                good_json[:5] + b"[" * 100_000 + b"]" * 100_000,  # nested past the parser
                 good_proto,
                 good_proto + b"\x0a\x05ab",  # a field whose length runs past the end
                 good_proto[:5] + b"\x02\x08" + good_proto[6:],  # message index 4: none
@@ -252,12 +293,13 @@ def test_json_and_protobuf_payloads_that_do_not_decode_are_refused(served: Serve
     )
     assert p.error_code == ErrorCode.INVALID_RECORD
     got = refusals(p)
-    assert [i for i, _ in got] == [1, 2, 4, 5, 6]
+    assert [i for i, _ in got] == [1, 2, 3, 5, 6, 7]
     assert got[0] == (1, f"{json_prefix}: at /n: 'one' is not of type 'integer'")
     assert got[1][1].startswith(f"{json_prefix}: not JSON: JSONDecodeError")
-    assert got[2][1].startswith(f"{proto_prefix}: DecodeError")
-    assert got[3] == (5, f"{proto_prefix}: the schema has no message at indexes [4]")
-    assert got[4] == (6, f"{proto_prefix}: no message indexes after the schema id")
+    assert got[2] == (3, f"{json_prefix}: nested too deeply")
+    assert got[3][1].startswith(f"{proto_prefix}: DecodeError")
+    assert got[4] == (6, f"{proto_prefix}: the schema has no message at indexes [4]")
+    assert got[5] == (7, f"{proto_prefix}: no message indexes after the schema id")
     assert end_offset(bs, topic) == 0
     assert raw_produce(bs, topic, batch([good_json, good_proto])).error_code == 0
     assert end_offset(bs, topic) == 2
