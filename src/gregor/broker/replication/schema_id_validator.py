@@ -19,7 +19,7 @@ which refuses it with Kafka's own error.
 
 With ``gregor.value.schema.validation.level=decode`` (or ``.key.``) the side's payloads are
 then decoded against their ids' schemas (``schema_decoder``), after every cheaper check has
-passed (the batch's CRC and records by the request's scan, the record walk, the ids): the walk
+passed (each batch's CRC, checked here at this level; the record walk; the ids): the walk
 gives each record's payload (``walk.payloads``), the decoder cached with the id's facts checks
 it, and a payload that does not decode completely is a record fault like a bad id, with the
 decoder's reason. A batch whose CRC does not match is not decoded (the log refuses it with
@@ -157,11 +157,11 @@ def _schema_ids(
                 payload = batch_payload(mv, pos, h, MAX_DECOMPRESSED_SIZE)
             else:
                 payload = mv[pos + HEADER_SIZE : pos + h.size]
-            n = h.records_count
+            count = h.records_count
             if policy.key is not None:
-                out.append(("key", index, schema_ids(payload, n, False), payload, n))
+                out.append(("key", index, schema_ids(payload, count, False), payload, count))
             if policy.value is not None:
-                out.append(("value", index, schema_ids(payload, n, True), payload, n))
+                out.append(("value", index, schema_ids(payload, count, True), payload, count))
             index += h.records_count
     except ProtocolError:
         return None

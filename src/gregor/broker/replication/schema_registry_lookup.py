@@ -7,8 +7,8 @@ cache, asking the registry (``GET /schemas/ids/{id}/subjects``, and ``GET /schem
 only when a record name strategy needs the name or the ``decode`` level needs the schema) for
 the ids it does not hold. A schema's references are fetched with it
 (``GET /subjects/{subject}/versions/{version}``, at most ``MAX_REFERENCES`` of them, each a
-lookup from the same budget) and the schema parsed once into a
-``schema_decoder.PayloadDecoder`` kept in the id's cache entry, under the same bounds. The cache is an
+lookup from the same budget) and the schema parsed once into a ``schema_decoder``
+``PayloadDecoder`` kept in the id's cache entry, under the same bounds. The cache is an
 LRU of at most ``CACHE_SIZE`` ids: an id the registry knows is kept ``POSITIVE_TTL`` seconds
 (a subject may be deleted later), an id it does not know ``NEGATIVE_TTL`` seconds; an id
 known but not under the subject a record needs is asked again once its facts are
