@@ -74,22 +74,43 @@ class Reference:
 
 class PayloadDecoder:
     """Decodes one schema id's framed payloads; ``check`` answers None or why not (a clause
-    after "The value" or "The key")."""
+    after "The value" or "The key"). For Avro, ``walker`` is the record walk's validator, which
+    ``walk.check_payloads`` runs over a batch's records in place; its answers need ``reason``."""
 
-    def __init__(self, schema_id: int, schema_type: str, check: Callable[[bytes], str | None]):
+    def __init__(
+        self,
+        schema_id: int,
+        schema_type: str,
+        check: Callable[[bytes], str | None],
+        walker: Callable[[bytes], str | None] | None = None,
+    ):
         self.schema_id = schema_id
         self.schema_type = schema_type
         self.check = check
+        self.walker = walker
+        self._prefix = f"does not decode with schema id {schema_id} ({schema_type})"
+
+    def reason(self, why: str) -> str:
+        """The clause of a refusal that ``walker`` answered ``why``; ``check``'s own as is."""
+        return f"{self._prefix}: {why}" if self.walker is not None else why
 
 
 def decoder_for(
     schema_id: int, schema_type: str, schema: str, references: tuple[Reference, ...]
 ) -> PayloadDecoder:
     """The decoder of a registered schema; one refusing every payload if it does not build."""
+    check: Callable[[bytes], str | None]
     try:
         if schema_type == "AVRO":
-            check = _avro(schema_id, schema, references)
-        elif schema_type == "JSON":
+            walker = _avro(schema, references)
+            prefix = f"does not decode with schema id {schema_id} (AVRO)"
+
+            def check_avro(payload: bytes) -> str | None:
+                why: str | None = walker(payload)
+                return None if why is None else f"{prefix}: {why}"
+
+            return PayloadDecoder(schema_id, schema_type, check_avro, walker)
+        if schema_type == "JSON":
             check = _json(schema_id, schema, references)
         elif schema_type == "PROTOBUF":
             check = _protobuf(schema_id, schema, references)
@@ -119,7 +140,8 @@ def _refuse(schema_id: int, why: str) -> Callable[[bytes], str | None]:
 # --- Avro ---
 
 
-def _avro(schema_id: int, schema: str, references: tuple[Reference, ...]) -> Any:
+def _avro(schema: str, references: tuple[Reference, ...]) -> Any:
+    """The record walk's validator of the Avro schema (fastavro parses it)."""
     import fastavro
 
     named: dict[str, Any] = {}
@@ -128,15 +150,7 @@ def _avro(schema_id: int, schema: str, references: tuple[Reference, ...]) -> Any
             raise ValueError(f"reference {ref.name!r} is {ref.schema_type}, not AVRO")
         fastavro.parse_schema(json.loads(ref.schema), named_schemas=named)
     parsed = fastavro.parse_schema(json.loads(schema), named_schemas=named)
-    validator = avro_validator(*_AvroProgram(named).build(parsed))
-    prefix = f"does not decode with schema id {schema_id} (AVRO)"
-    walk = validator.check
-
-    def check(payload: bytes) -> str | None:
-        why: str | None = walk(payload)
-        return None if why is None else f"{prefix}: {why}"
-
-    return check
+    return avro_validator(*_AvroProgram(named).build(parsed))
 
 
 _PRIMITIVES = {

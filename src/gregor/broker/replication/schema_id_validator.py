@@ -20,8 +20,8 @@ which refuses it with Kafka's own error.
 With ``gregor.value.schema.validation.level=decode`` (or ``.key.``) the side's payloads are
 then decoded against their ids' schemas (``schema_decoder``), after every cheaper check has
 passed (each batch's CRC, checked here at this level; the record walk; the ids): the walk
-gives each record's payload (``walk.payloads``), the decoder cached with the id's facts checks
-it, and a payload that does not decode completely is a record fault like a bad id, with the
+checks each record's payload with the decoder cached with its id's facts
+(``walk.check_payloads``: Avro in place in the compiled walk, no object per record), and a payload that does not decode completely is a record fault like a bad id, with the
 decoder's reason. A batch whose CRC does not match is not decoded (the log refuses it with
 CORRUPT_MESSAGE); a request of more than ``INLINE_DECODE_BYTES`` is decoded in a worker thread.
 Only the leader decodes, as it alone validates.
@@ -43,6 +43,7 @@ from gregor.broker.config.schema_validation import (
     TOPIC_NAME,
     SchemaPolicy,
 )
+from gregor.broker.replication.schema_decoder import PayloadDecoder
 from gregor.broker.replication.schema_registry_lookup import (
     RegistryUnavailable,
     SchemaFacts,
@@ -53,7 +54,7 @@ from gregor.protocol.errors import RequestTimedOutError
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.records.batch import batch_payload
 from gregor.protocol.records.header import HEADER_SIZE, crc_ok, iter_batches
-from gregor.protocol.records.walk import payloads, schema_ids
+from gregor.protocol.records.walk import check_payloads, schema_ids
 from gregor.storage.errors import InvalidRecordError, RecordError
 from gregor.storage.validator import MAX_DECOMPRESSED_SIZE, ScannedBatch
 from gregor.storage.validator import _summary as record_errors_summary
@@ -175,22 +176,18 @@ def _decode(policy: SchemaPolicy, sides: list[_Side], facts: dict[int, SchemaFac
     for side, first, side_ids, records, count in sides:
         if not (policy.decode_value if side == "value" else policy.decode_key):
             continue
-        checks = {}
+        decoders: dict[int, PayloadDecoder] = {}
         for schema_id in set(side_ids):
             if schema_id >= 0:
                 decoder = facts[schema_id].decoder
                 if decoder is None:  # not asked for (cannot happen at level decode): fail closed
                     raise InvalidRecordError(f"Schema id {schema_id} has no decoder")
-                checks[schema_id] = decoder.check
-        if not checks:
+                decoders[schema_id] = decoder
+        if not decoders:
             continue
-        for i, (schema_id, payload) in enumerate(
-            zip(side_ids, payloads(records, count, side == "value"), strict=True)
-        ):
-            if payload is not None:
-                why = checks[schema_id](payload)
-                if why is not None:
-                    errors.append((first + i, f"The {side} {why}"))
+        checks = {i: d.walker or d.check for i, d in decoders.items()}
+        for i, schema_id, why in check_payloads(records, count, side == "value", side_ids, checks):
+            errors.append((first + i, f"The {side} {decoders[schema_id].reason(why)}"))
     if errors:
         errors.sort(key=lambda e: e[0])
         raise InvalidRecordError(record_errors_summary(errors), errors)

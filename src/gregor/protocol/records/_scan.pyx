@@ -1033,8 +1033,12 @@ cdef class AvroValidator:
 
     def check(self, bytes payload):
         """See the reference."""
-        cdef const unsigned char* p = <const unsigned char*>(<char*>payload)
-        cdef Py_ssize_t end = len(payload)
+        return self.check_at(<const unsigned char*>(<char*>payload), len(payload))
+
+    def __call__(self, bytes payload):
+        return self.check_at(<const unsigned char*>(<char*>payload), len(payload))
+
+    cdef object check_at(self, const unsigned char* p, Py_ssize_t end):
         cdef Py_ssize_t pos
         if end < 5:
             return _AVRO_EOF
@@ -1132,3 +1136,34 @@ cdef inline int avro_utf8(const unsigned char* p, Py_ssize_t pos, Py_ssize_t siz
     except UnicodeDecodeError:
         raise _AvroInvalid("a string is not UTF-8") from None
     return 0
+
+
+def check_payloads(data, Py_ssize_t count, bint value, list ids, dict checks):
+    """See the reference."""
+    cdef _View v = _View(data)
+    cdef Fields f
+    cdef Py_ssize_t pos = 0
+    cdef Py_ssize_t i, at, n
+    cdef list out = []
+    cdef object schema_id, check, why
+    if len(ids) != count:
+        raise ValueError("one schema id per record")
+    for i in range(count):
+        next_record(v.p, v.end, &pos, &f, None)
+        if value:
+            at, n = f.value_pos, f.value_len
+        else:
+            at, n = f.key_pos, f.key_len
+        if n < 0:
+            continue
+        schema_id = ids[i]
+        check = checks[schema_id]
+        if type(check) is AvroValidator:
+            why = (<AvroValidator>check).check_at(v.p + at, n)
+        else:
+            why = check(PyBytes_FromStringAndSize(<const char*>v.p + at, n))
+        if why is not None:
+            PyList_Append(out, (i, schema_id, why))
+    if pos != v.end:
+        raise ProtocolError(RECORDS_REMAINING)
+    return out
