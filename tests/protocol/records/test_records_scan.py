@@ -98,8 +98,6 @@ def _all_sinks(
     out.append(_outcome(lambda: mod.validate_records(data, count)))
     out.append(_outcome(lambda: mod.schema_ids(data, count, True)))
     out.append(_outcome(lambda: mod.schema_ids(data, count, False)))
-    out.append(_outcome(lambda: mod.payloads(data, count, True)))
-    out.append(_outcome(lambda: mod.payloads(data, count, False)))
     if count >= 0:
         ids = [len(data) % 3] * count
         checks = {ids[0] if ids else 0: _odd_refused}
@@ -515,19 +513,6 @@ def test_schema_ids_read_confluent_framing(mod: Any) -> None:
     assert mod.schema_ids(data, 5, False) == [-2, -1, -2, 4294967295, -1]
     with pytest.raises(ProtocolError, match="records still remaining"):
         mod.schema_ids(data, 4, True)
-
-
-@pytest.mark.parametrize("mod", [_scan_py, _compiled], ids=["python", "cython"])
-def test_payloads_give_each_records_key_or_value(mod: Any) -> None:
-    """The leader's schema decode reads each record's value (or key) bytes from the walk."""
-    if mod is None:
-        pytest.skip("the compiled record walk is not built")
-    records = [(0, None, b"\x00\x00\x00\x00\x07avro"), (0, b"k", None), (0, b"", b"")]
-    data = build_batch(records)[61:]
-    assert mod.payloads(data, 3, True) == [b"\x00\x00\x00\x00\x07avro", None, b""]
-    assert mod.payloads(data, 3, False) == [None, b"k", b""]
-    with pytest.raises(ProtocolError, match="records still remaining"):
-        mod.payloads(data, 2, True)
 
 
 @pytest.mark.parametrize("mod", [_scan_py, _compiled], ids=["python", "cython"])

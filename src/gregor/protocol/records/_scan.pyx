@@ -500,24 +500,6 @@ def schema_ids(data, Py_ssize_t count, bint value):
     return out
 
 
-def payloads(data, Py_ssize_t count, bint value):
-    """See the reference."""
-    cdef _View v = _View(data)
-    cdef Fields f
-    cdef Py_ssize_t pos = 0
-    cdef Py_ssize_t i
-    cdef list out = []
-    for i in range(count):
-        next_record(v.p, v.end, &pos, &f, None)
-        if value:
-            PyList_Append(out, blob(v.p, f.value_pos, f.value_len))
-        else:
-            PyList_Append(out, blob(v.p, f.key_pos, f.key_len))
-    if pos != v.end:
-        raise ProtocolError(RECORDS_REMAINING)
-    return out
-
-
 cdef int check_records_c(const unsigned char* p, Py_ssize_t end, Py_ssize_t count,
                          int64_t base_timestamp, RecordFacts* out) except -1:
     """The reference's ``check_records`` into ``out``, for the log's compiled fast path

@@ -316,12 +316,6 @@ def schema_ids(data: Buffer, count: int, value: bool) -> list[int]:
     return out
 
 
-def payloads(data: Buffer, count: int, value: bool) -> list[bytes | None]:
-    """Per record, its value (``value``) or key as bytes, None for a null: what the leader's
-    schema decode reads (``schema_decoder``). Walked (and refused) as :func:`walk` walks."""
-    return [val if value else key for _, _, key, val, _ in walk(data, count)]
-
-
 def check_records(data: Buffer, count: int, base_timestamp: int) -> tuple[int, int, int, int]:
     """A produced batch's records as its leader judges them (Kafka's LogValidator): walked as
     :func:`walk` does (its ProtocolError for a malformed record or a count that does not

@@ -82,13 +82,6 @@ def schema_ids(data: Buffer, count: int, value: bool) -> list[int]:
     return ids
 
 
-def payloads(data: Buffer, count: int, value: bool) -> list[bytes | None]:
-    """Per record, its value or key (None for a null), or ProtocolError (see
-    ``_scan_py.payloads``)."""
-    out: list[bytes | None] = _impl.payloads(data, count, value)
-    return out
-
-
 def avro_validator(kinds: list[int], a: list[int], b: list[int], children: list[int]) -> Any:
     """The Avro payload walk of a schema given as a program of nodes (see
     ``_scan_py.AvroValidator``): an object whose ``check(payload)`` answers None or why not."""
