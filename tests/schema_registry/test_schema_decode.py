@@ -567,5 +567,14 @@ def test_avro_walk_refuses_what_avro_forbids(validator_cls: Any) -> None:
     min_long = frame + b"\xff" * 9 + b"\x01"  # zigzag: -2**63
     assert walk({"type": "array", "items": "long"}).check(min_long) == "the payload ends too early"
     assert walk("string").check(frame + b"\x01") == "a negative length"
+    for text, ok in (
+        (b"ascii only, longer than a word", True),
+        ("grüße aus köln, ünïcödé".encode(), True),
+        (b"sixteen ascii by" + b"\xff", False),  # a bad byte after two whole words
+        (b"abcdefgh\xc3", False),  # a sequence cut short at the end
+        ("x\ud800".encode("utf-8", "surrogatepass"), False),  # a surrogate
+    ):
+        encoded = frame + bytes([len(text) * 2]) + text  # a one-byte length: under 64 bytes
+        assert walk("string").check(encoded) == (None if ok else "a string is not UTF-8"), text
     assert walk("null").check(frame) is None
     assert walk("null").check(b"\x00") == "the payload ends too early"

@@ -1107,11 +1107,23 @@ cdef class AvroValidator:
 
 
 cdef inline int avro_utf8(const unsigned char* p, Py_ssize_t pos, Py_ssize_t size) except -1:
-    cdef Py_ssize_t i
-    for i in range(pos, pos + size):  # ASCII needs no decoder
-        if p[i] & 0x80:
+    cdef Py_ssize_t i = pos
+    cdef Py_ssize_t stop = pos + size
+    cdef uint64_t word
+    cdef bint ascii = True
+    while i + 8 <= stop:  # ASCII needs no decoder: eight bytes at a time
+        memcpy(&word, p + i, 8)
+        if word & 0x8080808080808080ULL:
+            ascii = False
             break
-    else:
+        i += 8
+    if ascii:
+        while i < stop:
+            if p[i] & 0x80:
+                ascii = False
+                break
+            i += 1
+    if ascii:
         return 0
     try:
         PyUnicode_DecodeUTF8(<const char*>p + pos, size, NULL)
