@@ -13,6 +13,9 @@ schema with fastavro), and one without validation; the three take turns (the ord
 each round), and the table shows the median msgs/s of each and its ratio to off (goals: id at
 least 0.9, decode at least 0.5). Every record of a validated topic is checked by the leader;
 after the first batch its schema id (and parsed schema) is answered from the broker's cache.
+Beside the rates, the broker process's CPU time per record (user + system, from /proc) of each
+run: on a shared machine the rates swing with other processes' load, the broker's own work per
+record much less.
 
 Run: .venv/bin/python bench/schema_validation.py [--scale 1.0] [--repeats 5]
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 import urllib.request
@@ -116,6 +120,13 @@ def produce(bootstrap: str, topic: str, records: list[bytes], n: int) -> float:
     return n / elapsed
 
 
+def cpu_seconds(pid: int) -> float:
+    """The process's user + system CPU time so far (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--scale", type=float, default=1.0)
@@ -143,21 +154,36 @@ def main() -> int:
         if topics["decode"] != topics["id"]:  # the same schema under the other topics' subjects
             values(url, topics["decode"])
         rates: dict[str, list[float]] = {label: [] for label in configs}
+        cpu: dict[str, list[float]] = {label: [] for label in configs}
         labels = list(configs)
+        assert broker.proc is not None
+        pid = broker.proc.pid
         for r in range(args.repeats):
             turn = labels[r % 3 :] + labels[: r % 3]
             for label in turn:
+                before = cpu_seconds(pid)
                 rates[label].append(produce(bs, topics[label], records, n))
-                print(f"  round {r + 1} {label:>6}: {rates[label][-1]:>10,.0f} msgs/s", flush=True)
+                cpu[label].append((cpu_seconds(pid) - before) / n * 1e6)
+                print(
+                    f"  round {r + 1} {label:>6}: {rates[label][-1]:>10,.0f} msgs/s, "
+                    f"broker {cpu[label][-1]:.1f} us CPU a record",
+                    flush=True,
+                )
         medians = {label: statistics.median(v) for label, v in rates.items()}
+        cpu_medians = {label: statistics.median(v) for label, v in cpu.items()}
         print()
         print(f"1 KB Avro records, {n:,} per run, median of {args.repeats} rounds (turns)")
-        print(f"{'validation':<12}{'msgs/s':>12}{'MB/s':>10}{'/off':>8}{'goal':>8}")
+        print(
+            f"{'validation':<12}{'msgs/s':>12}{'MB/s':>10}{'/off':>8}{'goal':>8}"
+            f"{'broker CPU us/rec':>20}{'off/this':>10}"
+        )
         goals = {"off": "", "id": ">= 0.9", "decode": ">= 0.5"}
         for label, m in medians.items():
+            c = cpu_medians[label]
             print(
                 f"{label:<12}{m:>12,.0f}{m * len(records[0]) / 1e6:>10.1f}"
                 f"{m / medians['off']:>8.3f}{goals[label]:>8}"
+                f"{c:>20.2f}{cpu_medians['off'] / c:>10.3f}"
             )
     finally:
         broker.stop()
