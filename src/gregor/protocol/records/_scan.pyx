@@ -10,6 +10,10 @@ and lengths, no objects); the sinks below loop over it and write their own outpu
 tuples, consumer record tuples, Arrow column buffers (straight into the arrays' memory), or
 nothing. Integers that could overflow int64 on crafted input (base + delta) fall back to
 Python arithmetic, as the reference computes them.
+
+At the end, the leader's Avro payload walk (``AvroValidator``, ``check_payloads``): schema
+validation's ``decode`` level checks each record's Avro payload in place, on the bytes where
+the record walk finds them.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer

@@ -24,7 +24,10 @@ message is Kafka's, so a producer sees the text a Kafka broker would give it.
 base needs: :class:`~gregor.protocol.records.batch.Record` lists, the client's consumer
 records, Arrow column buffers, nothing (validation) and, the other way round, a record's bytes
 for the batch builder; :func:`check_records` is the leader's check of a produced batch
-(Kafka's LogValidator): the walk's checks plus what the log judges each batch by.
+(Kafka's LogValidator): the walk's checks plus what the log judges each batch by;
+:func:`schema_ids` and :func:`check_payloads` serve the leader's schema validation, the latter
+with :class:`AvroValidator`, a walk of an Avro payload over a schema given as a program of
+nodes (the ``decode`` level).
 """
 
 from __future__ import annotations
