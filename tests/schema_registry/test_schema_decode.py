@@ -578,3 +578,29 @@ def test_avro_walk_refuses_what_avro_forbids(validator_cls: Any) -> None:
         assert walk("string").check(encoded) == (None if ok else "a string is not UTF-8"), text
     assert walk("null").check(frame) is None
     assert walk("null").check(b"\x00") == "the payload ends too early"
+
+
+def test_a_schema_the_broker_cannot_build_refuses_every_payload() -> None:
+    """Decode validation fails closed: a schema it cannot parse (or of a type it does not
+    know) gives a decoder that refuses every payload, saying why."""
+    from gregor.broker.replication.schema_decoder import decoder_for
+
+    payload = b"\x00\x00\x00\x00\x01\x02"
+    bad = decoder_for(1, "AVRO", '{"type": "record", "name": "R", "fields": "no"}', ())
+    assert bad.walker is None
+    why = bad.check(payload)
+    assert why is not None
+    assert why.startswith(
+        "cannot be decoded with schema id 1: the broker cannot build a decoder of its schema ("
+    )
+    assert bad.reason(why) == why
+    unknown = decoder_for(2, "XML", "<schema/>", ())
+    assert unknown.check(payload) == (
+        "cannot be decoded with schema id 2: the broker cannot build a decoder of its schema "
+        "(ValueError: unknown schema type 'XML')"
+    )
+    good = decoder_for(3, "AVRO", '"long"', ())
+    assert good.check(payload) is None
+    assert good.check(payload + b"\x00") == (
+        "does not decode with schema id 3 (AVRO): 1 bytes left over after the datum"
+    )
