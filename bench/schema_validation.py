@@ -1,15 +1,21 @@
-"""Produce throughput with schema ID validation on, as a ratio to off (issue 38).
+"""Produce throughput with schema validation at level id and at level decode, as ratios to
+validation off (issue 38).
 
 One Gregor broker (``gregor serve``, data on disk) serves its own schema registry
 (``schema.registry.listener``), so the broker validates against the registry beside it. An Avro
 schema of about 1 KB records (an id and a padded text field) is registered through
 confluent-kafka's SchemaRegistryClient and a set of distinct values is serialized with its
 AvroSerializer before any clock starts. Each round produces the same N pre-serialized records
-with confluent-kafka's producer (acks=1, linger.ms=5, one partition) to a topic with
-``confluent.value.schema.validation=true`` and to a topic without it; the two take turns
-(which goes first alternates), and the table shows the median msgs/s of each and on/off (goal:
-at least 0.9). Every record of the validated topic is checked by the leader; after the first
-batch its schema id is answered from the broker's cache.
+with confluent-kafka's producer (acks=1, linger.ms=5, one partition) to three topics: one with
+``confluent.value.schema.validation=true`` (level ``id``, Confluent Server's check), one with
+it and ``gregor.value.schema.validation.level=decode`` (every payload decoded against the
+schema with fastavro), and one without validation; the three take turns (the order rotates
+each round), and the table shows the median msgs/s of each and its ratio to off (goals: id at
+least 0.9, decode at least 0.5). Every record of a validated topic is checked by the leader;
+after the first batch its schema id (and parsed schema) is answered from the broker's cache.
+Beside the rates, the broker process's CPU time per record (user + system, from /proc) of each
+run: on a shared machine the rates swing with other processes' load, the broker's own work per
+record much less.
 
 Run: .venv/bin/python bench/schema_validation.py [--scale 1.0] [--repeats 5]
 """
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 import urllib.request
@@ -113,6 +120,13 @@ def produce(bootstrap: str, topic: str, records: list[bytes], n: int) -> float:
     return n / elapsed
 
 
+def cpu_seconds(pid: int) -> float:
+    """The process's user + system CPU time so far (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--scale", type=float, default=1.0)
@@ -125,24 +139,52 @@ def main() -> int:
         bs = broker.bootstrap_servers
         wait_for_registry(url)
         tag = uuid.uuid4().hex[:8]
-        topics = {"on": f"clicks-on-{tag}", "off": f"clicks-off-{tag}"}
-        records = values(url, topics["on"])
-        create_topic(bs, topics["on"], {"confluent.value.schema.validation": "true"})
-        create_topic(bs, topics["off"], {})
-        on: list[float] = []
-        off: list[float] = []
+        configs = {
+            "off": {},
+            "id": {"confluent.value.schema.validation": "true"},
+            "decode": {
+                "confluent.value.schema.validation": "true",
+                "gregor.value.schema.validation.level": "decode",
+            },
+        }
+        topics = {label: f"clicks-{label}-{tag}" for label in configs}
+        records = values(url, topics["id"])
+        for label, topic in topics.items():
+            create_topic(bs, topic, configs[label])
+        if topics["decode"] != topics["id"]:  # the same schema under the other topics' subjects
+            values(url, topics["decode"])
+        rates: dict[str, list[float]] = {label: [] for label in configs}
+        cpu: dict[str, list[float]] = {label: [] for label in configs}
+        labels = list(configs)
+        assert broker.proc is not None
+        pid = broker.proc.pid
         for r in range(args.repeats):
-            runs = [("on", on), ("off", off)]
-            for label, out in runs if r % 2 == 0 else runs[::-1]:
-                out.append(produce(bs, topics[label], records, n))
-                print(f"  round {r + 1} {label:>3}: {out[-1]:>10,.0f} msgs/s", flush=True)
-        m_on, m_off = statistics.median(on), statistics.median(off)
+            turn = labels[r % 3 :] + labels[: r % 3]
+            for label in turn:
+                before = cpu_seconds(pid)
+                rates[label].append(produce(bs, topics[label], records, n))
+                cpu[label].append((cpu_seconds(pid) - before) / n * 1e6)
+                print(
+                    f"  round {r + 1} {label:>6}: {rates[label][-1]:>10,.0f} msgs/s, "
+                    f"broker {cpu[label][-1]:.1f} us CPU a record",
+                    flush=True,
+                )
+        medians = {label: statistics.median(v) for label, v in rates.items()}
+        cpu_medians = {label: statistics.median(v) for label, v in cpu.items()}
         print()
         print(f"1 KB Avro records, {n:,} per run, median of {args.repeats} rounds (turns)")
-        print(f"{'validation':<12}{'msgs/s':>12}{'MB/s':>10}")
-        for label, m in (("off", m_off), ("on", m_on)):
-            print(f"{label:<12}{m:>12,.0f}{m * len(records[0]) / 1e6:>10.1f}")
-        print(f"{'on/off':<12}{m_on / m_off:>12.3f}   (goal >= 0.9)")
+        print(
+            f"{'validation':<12}{'msgs/s':>12}{'MB/s':>10}{'/off':>8}{'goal':>8}"
+            f"{'broker CPU us/rec':>20}{'off/this':>10}"
+        )
+        goals = {"off": "", "id": ">= 0.9", "decode": ">= 0.5"}
+        for label, m in medians.items():
+            c = cpu_medians[label]
+            print(
+                f"{label:<12}{m:>12,.0f}{m * len(records[0]) / 1e6:>10.1f}"
+                f"{m / medians['off']:>8.3f}{goals[label]:>8}"
+                f"{c:>20.2f}{cpu_medians['off'] / c:>10.3f}"
+            )
     finally:
         broker.stop()
     return 0

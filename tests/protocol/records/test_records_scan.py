@@ -64,6 +64,10 @@ def _records_bytes(records: list[tuple[int, int, Any, Any, Any]]) -> bytes:
     return bytes(buf)
 
 
+def _odd_refused(blob: bytes) -> str | None:
+    return f"{len(blob)} is odd" if len(blob) % 2 else None
+
+
 def _outcome(fn: Any) -> tuple[str, Any]:
     try:
         return "ok", fn()
@@ -94,6 +98,11 @@ def _all_sinks(
     out.append(_outcome(lambda: mod.validate_records(data, count)))
     out.append(_outcome(lambda: mod.schema_ids(data, count, True)))
     out.append(_outcome(lambda: mod.schema_ids(data, count, False)))
+    if count >= 0:
+        ids = [len(data) % 3] * count
+        checks = {ids[0] if ids else 0: _odd_refused}
+        out.append(_outcome(lambda: mod.check_payloads(data, count, True, ids, checks)))
+        out.append(_outcome(lambda: mod.check_payloads(data, count, False, ids, checks)))
     out.append(_outcome(lambda: mod.check_records(data, count, base_ts)))
     for include_headers, scale in ((False, 1), (True, 1), (True, 1000)):
 
@@ -504,3 +513,30 @@ def test_schema_ids_read_confluent_framing(mod: Any) -> None:
     assert mod.schema_ids(data, 5, False) == [-2, -1, -2, 4294967295, -1]
     with pytest.raises(ProtocolError, match="records still remaining"):
         mod.schema_ids(data, 4, True)
+
+
+@pytest.mark.parametrize("mod", [_scan_py, _compiled], ids=["python", "cython"])
+def test_check_payloads_runs_each_records_check(mod: Any) -> None:
+    """The leader's schema decode: each non-null value (or key) checked by its schema id's
+    check, an Avro walk in place (compiled) or any callable; the refusals by record index."""
+    if mod is None:
+        pytest.skip("the compiled record walk is not built")
+    long_walk = mod.AvroValidator([3], [0], [0], [])  # the Avro schema "long"
+    frame = b"\x00\x00\x00\x00\x07"
+    records = [
+        (0, None, frame + b"\x02"),
+        (0, b"k", None),
+        (0, None, frame + b"\x02\x00"),  # a byte left over
+        (0, None, frame[:3]),
+        (0, b"\x00\x00\x00\x00\x09key", b"odd"),
+    ]
+    data = build_batch(records)[61:]
+    checks = {7: long_walk, 9: _odd_refused}
+    assert mod.check_payloads(data, 5, True, [7, 7, 7, 7, 9], checks) == [
+        (2, 7, "1 bytes left over after the datum"),
+        (3, 7, "the payload ends too early"),
+        (4, 9, "3 is odd"),
+    ]
+    assert mod.check_payloads(data, 5, False, [7, 9, 7, 7, 9], checks) == [(1, 9, "1 is odd")]
+    with pytest.raises(ProtocolError, match="records still remaining"):
+        mod.check_payloads(data, 4, True, [7] * 4, checks)

@@ -18,11 +18,18 @@ import random
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib.util import find_spec
 
 from gregor.broker.common.events import log_event
 from gregor.broker.common.topics import INTERNAL_TOPICS, assign_replicas, topic_name_error
 from gregor.broker.config.broker_config import BrokerConfig
-from gregor.broker.config.schema_validation import KEY_VALIDATION, VALUE_VALIDATION, SchemaPolicy
+from gregor.broker.config.schema_validation import (
+    KEY_LEVEL,
+    KEY_VALIDATION,
+    VALUE_LEVEL,
+    VALUE_VALIDATION,
+    SchemaPolicy,
+)
 from gregor.broker.config.topic_config_validator import validate_overrides
 from gregor.broker.coordination.coordinator_runtime import InternalTopic
 from gregor.cluster.image import MetadataImage, TopicImage
@@ -96,6 +103,15 @@ class TopicAdmin:
                 "schema registry to validate against (set confluent.schema.registry.url, or "
                 "schema.registry.listener to serve one)"
             )
+        if policy is not None and policy.decodes:
+            missing = [m for m in ("fastavro", "jsonschema") if find_spec(m) is None]
+            if missing:
+                name = VALUE_LEVEL if policy.decode_value else KEY_LEVEL
+                raise InvalidConfigError(
+                    f"Invalid value decode for configuration {name}: decoding needs "
+                    f"{' and '.join(missing)}, the schema-registry extra "
+                    "(pip install 'gregor[schema-registry]')"
+                )
         if self.clustered and TopicTableConfig.of(configs).enabled:
             why = shared_catalog_error(self.config.raw)
             if why is not None:

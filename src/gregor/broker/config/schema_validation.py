@@ -1,8 +1,11 @@
 """Confluent Server's schema ID validation settings: the topic configs that turn it on
 (``confluent.key.schema.validation`` / ``confluent.value.schema.validation``), the subject name
 strategies (``confluent.key.subject.name.strategy`` / ``confluent.value.subject.name.strategy``),
-and the broker's registry (``confluent.schema.registry.url``, else the registry this broker
-serves itself at ``schema.registry.listener``).
+the broker's registry (``confluent.schema.registry.url``, else the registry this broker
+serves itself at ``schema.registry.listener``), and Gregor's own deeper level
+(``gregor.key.schema.validation.level`` / ``gregor.value.schema.validation.level``): ``id``,
+Confluent Server's check of the schema id only (the default), or ``decode``, which also decodes
+each payload against the id's schema (``replication.schema_decoder``).
 
 A strategy is given by its short name or by Confluent's fully qualified class name
 (``io.confluent.kafka.serializers.subject.TopicNameStrategy``); both mean the same.
@@ -21,6 +24,11 @@ VALUE_VALIDATION = "confluent.value.schema.validation"
 KEY_STRATEGY = "confluent.key.subject.name.strategy"
 VALUE_STRATEGY = "confluent.value.subject.name.strategy"
 REGISTRY_URL = "confluent.schema.registry.url"
+KEY_LEVEL = "gregor.key.schema.validation.level"
+VALUE_LEVEL = "gregor.value.schema.validation.level"
+ID_LEVEL = "id"
+DECODE_LEVEL = "decode"
+LEVELS = (ID_LEVEL, DECODE_LEVEL)
 
 TOPIC_NAME = "TopicNameStrategy"
 RECORD_NAME = "RecordNameStrategy"
@@ -50,10 +58,17 @@ def _on(configs: Mapping[str, str], name: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class SchemaPolicy:
-    """What the leader checks of a topic's records: each side's strategy, None when off."""
+    """What the leader checks of a topic's records: each side's strategy, None when off, and
+    whether each side's payloads are decoded against their schema (level ``decode``)."""
 
     key: str | None
     value: str | None
+    decode_key: bool = False
+    decode_value: bool = False
+
+    @property
+    def decodes(self) -> bool:
+        return self.decode_key or self.decode_value
 
     @classmethod
     def of(cls, configs: Mapping[str, str]) -> SchemaPolicy | None:
@@ -65,7 +80,13 @@ class SchemaPolicy:
         return cls(
             strategy_of(configs.get(KEY_STRATEGY, TOPIC_NAME)) or TOPIC_NAME if key else None,
             strategy_of(configs.get(VALUE_STRATEGY, TOPIC_NAME)) or TOPIC_NAME if value else None,
+            key and _decode(configs, KEY_LEVEL),
+            value and _decode(configs, VALUE_LEVEL),
         )
+
+
+def _decode(configs: Mapping[str, str], name: str) -> bool:
+    return configs.get(name, ID_LEVEL).strip().lower() == DECODE_LEVEL
 
 
 def registry_urls(configured: object, served: tuple[str, int] | None) -> tuple[str, ...]:

@@ -203,6 +203,24 @@ TOPIC_CONFIGS: tuple[TopicConfigDef, ...] = (
         check=sv.strategy_error,
     ),
     TopicConfigDef(
+        sv.KEY_LEVEL,
+        _T.STRING,
+        sv.ID_LEVEL,
+        "How deep confluent.key.schema.validation checks a key: 'id' (its schema id, as "
+        "Confluent Server does) or 'decode' (the payload must also decode completely against "
+        "the id's Avro, JSON Schema or Protobuf schema).",
+        choices=sv.LEVELS,
+    ),
+    TopicConfigDef(
+        sv.VALUE_LEVEL,
+        _T.STRING,
+        sv.ID_LEVEL,
+        "How deep confluent.value.schema.validation checks a value: 'id' (its schema id, as "
+        "Confluent Server does) or 'decode' (the payload must also decode completely against "
+        "the id's Avro, JSON Schema or Protobuf schema).",
+        choices=sv.LEVELS,
+    ),
+    TopicConfigDef(
         "delete.retention.ms",
         _T.LONG,
         "86400000",

@@ -1,10 +1,14 @@
 """What the leader's schema ID validation knows of the schema registry: which subjects a schema
-id is registered under and the id's record name, asked over the registry's REST API and kept
-in a bounded cache.
+id is registered under, the id's record name and (for the ``decode`` level) a decoder of its
+schema, asked over the registry's REST API and kept in a bounded cache.
 
 Theory of operation. ``SchemaLookup.facts(ids)`` answers a ``SchemaFacts`` per id from the
 cache, asking the registry (``GET /schemas/ids/{id}/subjects``, and ``GET /schemas/ids/{id}``
-only when a record name strategy needs the name) for the ids it does not hold. The cache is an
+only when a record name strategy needs the name or the ``decode`` level needs the schema) for
+the ids it does not hold. A schema's references are fetched with it
+(``GET /subjects/{subject}/versions/{version}``, at most ``MAX_REFERENCES`` of them, each a
+lookup from the same budget) and the schema parsed once into a ``schema_decoder``
+``PayloadDecoder`` kept in the id's cache entry, under the same bounds. The cache is an
 LRU of at most ``CACHE_SIZE`` ids: an id the registry knows is kept ``POSITIVE_TTL`` seconds
 (a subject may be deleted later), an id it does not know ``NEGATIVE_TTL`` seconds; an id
 known but not under the subject a record needs is asked again once its facts are
@@ -35,6 +39,9 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from gregor.broker.replication.schema_decoder import PayloadDecoder, Reference, decoder_for
 
 if TYPE_CHECKING:
     import aiohttp
@@ -47,6 +54,8 @@ RECHECK_INTERVAL = 1.0
 LOOKUPS_PER_SECOND = 50.0
 LOOKUP_BURST = 100.0
 REQUEST_TIMEOUT = 5.0
+#: a schema with more references than this (all levels) gets a decoder that refuses
+MAX_REFERENCES = 32
 MAX_BODY = 4 << 20  # a registry answer larger than this is not believed
 _NOT_FOUND = (40403, 40401)  # schema not found, subject not found
 ACCEPT = "application/vnd.schemaregistry.v1+json, application/json"
@@ -64,6 +73,8 @@ class SchemaFacts:
     #: the record name (None: the schema has none); only fetched when a strategy needs it
     record_name: str | None = None
     named: bool = False  # record_name was looked up
+    #: the schema's decoder; only built when the ``decode`` level needs it
+    decoder: PayloadDecoder | None = None
 
 
 def record_name_of(schema_type: str, schema: str) -> str | None:
@@ -110,7 +121,7 @@ class SchemaLookup:
     def __init__(self, urls: tuple[str, ...]) -> None:
         self.urls = urls
         self._cache: OrderedDict[int, tuple[SchemaFacts, float]] = OrderedDict()
-        self._inflight: dict[tuple[int, bool], asyncio.Future[SchemaFacts]] = {}
+        self._inflight: dict[tuple[int, bool, bool], asyncio.Future[SchemaFacts]] = {}
         self._tokens = LOOKUP_BURST
         self._refilled = time.monotonic()
         self._session: aiohttp.ClientSession | None = None
@@ -122,12 +133,14 @@ class SchemaLookup:
         if session is not None:
             await session.close()
 
-    def cached(self, schema_id: int, named: bool) -> SchemaFacts | None:
+    def cached(self, schema_id: int, named: bool, decode: bool = False) -> SchemaFacts | None:
         hit = self._cache.get(schema_id)
         if hit is None:
             return None
         facts, expires = hit
-        if time.monotonic() >= expires or (named and facts.subjects and not facts.named):
+        if time.monotonic() >= expires or (
+            facts.subjects and ((named and not facts.named) or (decode and facts.decoder is None))
+        ):
             return None
         self._cache.move_to_end(schema_id)
         return facts
@@ -144,18 +157,21 @@ class SchemaLookup:
                 dropped = True
         return dropped
 
-    async def facts(self, ids: Iterable[int], named: bool) -> dict[int, SchemaFacts]:
-        """Each id's facts (with the record name when ``named``); raises RegistryUnavailable."""
+    async def facts(
+        self, ids: Iterable[int], named: bool, decode: bool = False
+    ) -> dict[int, SchemaFacts]:
+        """Each id's facts (with the record name when ``named``, the decoder when ``decode``);
+        raises RegistryUnavailable."""
         out: dict[int, SchemaFacts] = {}
         missing: list[int] = []
         for schema_id in ids:
-            facts = self.cached(schema_id, named)
+            facts = self.cached(schema_id, named, decode)
             if facts is None:
                 missing.append(schema_id)
             else:
                 out[schema_id] = facts
         if missing:
-            futures = [self._shared(i, named) for i in missing]
+            futures = [self._shared(i, named, decode) for i in missing]
             looked = await asyncio.gather(*futures, return_exceptions=True)
             for schema_id, result in zip(missing, looked, strict=True):
                 if isinstance(result, BaseException):
@@ -163,8 +179,8 @@ class SchemaLookup:
                 out[schema_id] = result
         return out
 
-    def _shared(self, schema_id: int, named: bool) -> asyncio.Future[SchemaFacts]:
-        key = (schema_id, named)
+    def _shared(self, schema_id: int, named: bool, decode: bool) -> asyncio.Future[SchemaFacts]:
+        key = (schema_id, named, decode)
         fut = self._inflight.get(key)
         if fut is None:
             if not self._spend():
@@ -176,7 +192,7 @@ class SchemaLookup:
                     )
                 )
                 return fut
-            fut = asyncio.ensure_future(self._lookup(schema_id, named))
+            fut = asyncio.ensure_future(self._lookup(schema_id, named, decode))
             self._inflight[key] = fut
             fut.add_done_callback(lambda _: self._inflight.pop(key, None))
         return fut
@@ -191,7 +207,7 @@ class SchemaLookup:
         self._tokens -= 1
         return True
 
-    async def _lookup(self, schema_id: int, named: bool) -> SchemaFacts:
+    async def _lookup(self, schema_id: int, named: bool, decode: bool) -> SchemaFacts:
         body = await self._get(f"/schemas/ids/{schema_id}/subjects")
         if body is None:
             facts = SchemaFacts(None, None, True)
@@ -199,18 +215,65 @@ class SchemaLookup:
             if not isinstance(body, list) or not all(isinstance(s, str) for s in body):
                 raise RegistryUnavailable(f"schema registry: unexpected answer for id {schema_id}")
             facts = SchemaFacts(frozenset(body))
-            if named:
+            if named or decode:
                 schema = await self._get(f"/schemas/ids/{schema_id}?format=serialized")
-                name = None
+                name = decoder = None
                 if isinstance(schema, dict) and isinstance(schema.get("schema"), str):
-                    name = record_name_of(str(schema.get("schemaType") or "AVRO"), schema["schema"])
-                facts = SchemaFacts(facts.subjects if schema is not None else None, name, True)
+                    schema_type = str(schema.get("schemaType") or "AVRO")
+                    name = record_name_of(schema_type, schema["schema"])
+                    if decode:
+                        decoder = await self._decoder(schema_id, schema_type, schema)
+                facts = SchemaFacts(
+                    facts.subjects if schema is not None else None, name, True, decoder
+                )
         ttl = POSITIVE_TTL if facts.subjects else NEGATIVE_TTL
         self._cache[schema_id] = (facts, time.monotonic() + ttl)
         self._cache.move_to_end(schema_id)
         while len(self._cache) > CACHE_SIZE:
             self._cache.popitem(last=False)
         return facts
+
+    async def _decoder(
+        self, schema_id: int, schema_type: str, schema: dict[str, Any]
+    ) -> PayloadDecoder:
+        """The decoder of ``schema`` (the registry's answer for ``schema_id``), with its
+        references fetched depth first, each once, at most ``MAX_REFERENCES``."""
+        refs: list[Reference] = []
+        seen: set[str] = set()
+
+        async def resolve(body: dict[str, Any], depth: int) -> str | None:
+            for ref in body.get("references") or ():
+                if not isinstance(ref, dict):
+                    return "a reference is not an object"
+                name, subject, version = ref.get("name"), ref.get("subject"), ref.get("version")
+                if not isinstance(name, str) or not isinstance(subject, str):
+                    return "a reference has no name or subject"
+                if name in seen:
+                    continue
+                if len(seen) >= MAX_REFERENCES or depth >= MAX_REFERENCES:
+                    return f"more than {MAX_REFERENCES} references"
+                seen.add(name)
+                if not self._spend():
+                    raise RegistryUnavailable(
+                        "too many schema registry lookups; the schema registry is asked at "
+                        f"most {LOOKUPS_PER_SECOND:g} times a second"
+                    )
+                got = await self._get(
+                    f"/subjects/{quote(subject, safe='')}/versions/{quote(str(version), safe='')}"
+                    "?format=serialized"
+                )
+                if not isinstance(got, dict) or not isinstance(got.get("schema"), str):
+                    return f"reference {name!r} ({subject} version {version}) is not registered"
+                why = await resolve(got, depth + 1)
+                if why is not None:
+                    return why
+                refs.append(Reference(name, str(got.get("schemaType") or "AVRO"), got["schema"]))
+            return None
+
+        why = await resolve(schema, 0)
+        if why is not None:
+            return _unusable(schema_id, why)
+        return decoder_for(schema_id, schema_type, schema["schema"], tuple(refs))
 
     async def _get(self, path: str) -> Any:
         """The JSON body of a 200, None for the registry's "not found"; else raises."""
@@ -244,3 +307,8 @@ class SchemaLookup:
                 return None
             why = f"{url}: HTTP {status}"
         raise RegistryUnavailable(f"the schema registry cannot be asked ({why})")
+
+
+def _unusable(schema_id: int, why: str) -> PayloadDecoder:
+    reason = f"cannot be decoded with schema id {schema_id}: its references do not resolve ({why})"
+    return PayloadDecoder(schema_id, "?", lambda _payload: reason)

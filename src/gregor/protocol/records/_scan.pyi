@@ -1,6 +1,6 @@
 # Types of the compiled record walk (_scan.pyx); the same functions as _scan_py.
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from gregor.protocol.records.columns import ArrowColumns
@@ -69,3 +69,20 @@ class RecordAppender:
         headers: Sequence[tuple[str | bytes, Buffer | None]] = (),
         offset_delta: int | None = None,
     ) -> int: ...
+
+AVRO_MAX_DEPTH: int
+
+class AvroValidator:
+    def __init__(
+        self, kinds: list[int], a: list[int], b: list[int], children: list[int]
+    ) -> None: ...
+    def check(self, payload: bytes) -> str | None: ...
+    def __call__(self, payload: bytes) -> str | None: ...
+
+def check_payloads(
+    data: Buffer,
+    count: int,
+    value: bool,
+    ids: list[int],
+    checks: dict[int, Callable[[bytes], str | None]],
+) -> list[tuple[int, int, str]]: ...

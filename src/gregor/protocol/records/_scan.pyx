@@ -10,6 +10,10 @@ and lengths, no objects); the sinks below loop over it and write their own outpu
 tuples, consumer record tuples, Arrow column buffers (straight into the arrays' memory), or
 nothing. Integers that could overflow int64 on crafted input (base + delta) fall back to
 Python arithmetic, as the reference computes them.
+
+At the end, the leader's Avro payload walk (``AvroValidator``, ``check_payloads``): schema
+validation's ``decode`` level checks each record's Avro payload in place, on the bytes where
+the record walk finds them.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
@@ -25,7 +29,7 @@ from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from cpython cimport array
-from libc.stdint cimport int32_t, int64_t, uint64_t, INT32_MAX
+from libc.stdint cimport int32_t, int64_t, uint64_t, INT32_MAX, INT64_MIN
 from libc.string cimport memcpy
 
 from gregor._tuples cimport fast_tuple, gregor_alloc_tuple, set_item
@@ -929,3 +933,235 @@ cdef class RecordAppender:
         self.count += 1
         self.next_delta = od + 1
         return od
+
+
+# --- the leader's Avro payload walk (see the reference's AvroValidator) ---
+
+cdef enum:
+    AVRO_NULL = 0
+    AVRO_BOOLEAN = 1
+    AVRO_INT = 2
+    AVRO_LONG = 3
+    AVRO_FLOAT = 4
+    AVRO_DOUBLE = 5
+    AVRO_BYTES = 6
+    AVRO_STRING = 7
+    AVRO_FIXED = 8
+    AVRO_ENUM = 9
+    AVRO_UNION = 10
+    AVRO_ARRAY = 11
+    AVRO_MAP = 12
+    AVRO_RECORD = 13
+    AVRO_MAX_DEPTH_C = 200
+
+AVRO_MAX_DEPTH = AVRO_MAX_DEPTH_C
+_AVRO_EOF = "the payload ends too early"
+
+
+class _AvroInvalid(Exception):
+    pass
+
+
+cdef inline Py_ssize_t avro_long(const unsigned char* p, Py_ssize_t end, Py_ssize_t pos,
+                                 int64_t* out) except -1:
+    cdef uint64_t n = 0
+    cdef int shift = 0
+    cdef Py_ssize_t i
+    cdef unsigned char byte
+    for i in range(pos, pos + 10):
+        if i >= end:
+            raise _AvroInvalid(_AVRO_EOF)
+        byte = p[i]
+        n |= (<uint64_t>(byte & 0x7F)) << shift
+        if not byte & 0x80:
+            out[0] = <int64_t>(n >> 1) ^ -<int64_t>(n & 1)
+            return i + 1
+        shift += 7
+    raise _AvroInvalid("a long takes more than 10 bytes")
+
+
+cdef class AvroValidator:
+    """See the reference."""
+    cdef array.array _kinds, _a, _b, _children
+    cdef int64_t* kinds
+    cdef int64_t* a
+    cdef int64_t* b
+    cdef int64_t* children
+    cdef Py_ssize_t n_nodes, n_children
+
+    def __init__(self, kinds, a, b, children):
+        self._kinds = array.array("q", kinds)
+        self._a = array.array("q", a)
+        self._b = array.array("q", b)
+        self._children = array.array("q", children)
+        self.n_nodes = len(self._kinds)
+        self.n_children = len(self._children)
+        if not self.n_nodes or len(self._a) != self.n_nodes or len(self._b) != self.n_nodes:
+            raise ValueError("an Avro program needs one kind and two arguments per node")
+        for i in range(self.n_nodes):  # every index the walk follows is checked once here
+            k = self._kinds[i]
+            if not 0 <= k <= AVRO_RECORD:
+                raise ValueError(f"node {i}: unknown kind {k}")
+            if k in (AVRO_UNION, AVRO_RECORD):
+                if self._a[i] < 0 or self._b[i] < 0 or self._a[i] + self._b[i] > self.n_children:
+                    raise ValueError(f"node {i}: children out of range")
+            if k in (AVRO_ARRAY, AVRO_MAP) and not 0 <= self._a[i] < self.n_nodes:
+                raise ValueError(f"node {i}: item out of range")
+            if k in (AVRO_FIXED, AVRO_ENUM) and self._a[i] < 0:
+                raise ValueError(f"node {i}: negative size")
+        for c in self._children:
+            if not 0 <= c < self.n_nodes:
+                raise ValueError("a child out of range")
+        self.kinds = <int64_t*>self._kinds.data.as_voidptr
+        self.a = <int64_t*>self._a.data.as_voidptr
+        self.b = <int64_t*>self._b.data.as_voidptr
+        self.children = <int64_t*>self._children.data.as_voidptr
+
+    def check(self, bytes payload):
+        """See the reference."""
+        return self.check_at(<const unsigned char*>(<char*>payload), len(payload))
+
+    def __call__(self, bytes payload):
+        return self.check_at(<const unsigned char*>(<char*>payload), len(payload))
+
+    cdef object check_at(self, const unsigned char* p, Py_ssize_t end):
+        cdef Py_ssize_t pos
+        if end < 5:
+            return _AVRO_EOF
+        try:
+            pos = self._skip(p, end, 5, 0, 0)
+        except _AvroInvalid as e:
+            return str(e)
+        if pos != end:
+            return f"{end - pos} bytes left over after the datum"
+        return None
+
+    cdef Py_ssize_t _skip(self, const unsigned char* p, Py_ssize_t end, Py_ssize_t pos,
+                          int64_t node, int depth) except -1:
+        cdef int64_t kind, value, count, size, index, item, i, first, block
+        cdef bint is_map
+        if depth > AVRO_MAX_DEPTH_C:
+            raise _AvroInvalid(f"the datum is nested more than {AVRO_MAX_DEPTH_C} levels deep")
+        kind = self.kinds[node]
+        if kind == AVRO_NULL:
+            return pos
+        if kind == AVRO_BOOLEAN:
+            size = 1
+        elif kind == AVRO_INT or kind == AVRO_LONG:
+            pos = avro_long(p, end, pos, &value)
+            if kind == AVRO_INT and not (-2147483648 <= value <= 2147483647):
+                raise _AvroInvalid("an int out of 32 bits")
+            return pos
+        elif kind == AVRO_FLOAT:
+            size = 4
+        elif kind == AVRO_DOUBLE:
+            size = 8
+        elif kind == AVRO_FIXED:
+            size = self.a[node]
+        elif kind == AVRO_BYTES or kind == AVRO_STRING:
+            pos = avro_long(p, end, pos, &size)
+            if size < 0:
+                raise _AvroInvalid("a negative length")
+            if kind == AVRO_STRING and size <= end - pos:
+                avro_utf8(p, pos, size)
+        elif kind == AVRO_ENUM or kind == AVRO_UNION:
+            pos = avro_long(p, end, pos, &index)
+            count = self.a[node] if kind == AVRO_ENUM else self.b[node]
+            if not (0 <= index < count):
+                what = "an enum symbol" if kind == AVRO_ENUM else "a union branch"
+                raise _AvroInvalid(f"{what} index {index} out of range")
+            if kind == AVRO_ENUM:
+                return pos
+            return self._skip(p, end, pos, self.children[self.a[node] + index], depth + 1)
+        elif kind == AVRO_ARRAY or kind == AVRO_MAP:
+            is_map = kind == AVRO_MAP
+            item = self.a[node]
+            while True:
+                pos = avro_long(p, end, pos, &count)
+                if count == 0:
+                    return pos
+                if count < 0:
+                    if count == INT64_MIN:
+                        raise _AvroInvalid(_AVRO_EOF)
+                    count = -count
+                    pos = avro_long(p, end, pos, &block)  # the block's size in bytes
+                if not is_map and self.b[node]:
+                    continue  # items of no bytes: nothing to read
+                if count > end - pos:  # every item takes a byte at least
+                    raise _AvroInvalid(_AVRO_EOF)
+                for i in range(count):
+                    if is_map:
+                        pos = avro_long(p, end, pos, &size)
+                        if size < 0:
+                            raise _AvroInvalid("a negative length")
+                        if size > end - pos:
+                            raise _AvroInvalid(_AVRO_EOF)
+                        avro_utf8(p, pos, size)
+                        pos += size
+                    pos = self._skip(p, end, pos, item, depth + 1)
+        else:
+            first = self.a[node]
+            for i in range(first, first + self.b[node]):
+                pos = self._skip(p, end, pos, self.children[i], depth + 1)
+            return pos
+        if size > end - pos:
+            raise _AvroInvalid(_AVRO_EOF)
+        return pos + size
+
+
+
+cdef inline int avro_utf8(const unsigned char* p, Py_ssize_t pos, Py_ssize_t size) except -1:
+    cdef Py_ssize_t i = pos
+    cdef Py_ssize_t stop = pos + size
+    cdef uint64_t word
+    cdef bint ascii = True
+    while i + 8 <= stop:  # ASCII needs no decoder: eight bytes at a time
+        memcpy(&word, p + i, 8)
+        if word & 0x8080808080808080ULL:
+            ascii = False
+            break
+        i += 8
+    if ascii:
+        while i < stop:
+            if p[i] & 0x80:
+                ascii = False
+                break
+            i += 1
+    if ascii:
+        return 0
+    try:
+        PyUnicode_DecodeUTF8(<const char*>p + pos, size, NULL)
+    except UnicodeDecodeError:
+        raise _AvroInvalid("a string is not UTF-8") from None
+    return 0
+
+
+def check_payloads(data, Py_ssize_t count, bint value, list ids, dict checks):
+    """See the reference."""
+    cdef _View v = _View(data)
+    cdef Fields f
+    cdef Py_ssize_t pos = 0
+    cdef Py_ssize_t i, at, n
+    cdef list out = []
+    cdef object schema_id, check, why
+    if len(ids) != count:
+        raise ValueError("one schema id per record")
+    for i in range(count):
+        next_record(v.p, v.end, &pos, &f, None)
+        if value:
+            at, n = f.value_pos, f.value_len
+        else:
+            at, n = f.key_pos, f.key_len
+        if n < 0:
+            continue
+        schema_id = ids[i]
+        check = checks[schema_id]
+        if type(check) is AvroValidator:
+            why = (<AvroValidator>check).check_at(v.p + at, n)
+        else:
+            why = check(PyBytes_FromStringAndSize(<const char*>v.p + at, n))
+        if why is not None:
+            PyList_Append(out, (i, schema_id, why))
+    if pos != v.end:
+        raise ProtocolError(RECORDS_REMAINING)
+    return out

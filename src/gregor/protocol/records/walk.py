@@ -10,6 +10,7 @@ here, below ``scan``, so the record modules import each other in one direction o
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -79,6 +80,25 @@ def schema_ids(data: Buffer, count: int, value: bool) -> list[int]:
     framed; see ``_scan_py.schema_ids``), or ProtocolError."""
     ids: list[int] = _impl.schema_ids(data, count, value)
     return ids
+
+
+def avro_validator(kinds: list[int], a: list[int], b: list[int], children: list[int]) -> Any:
+    """The Avro payload walk of a schema given as a program of nodes (see
+    ``_scan_py.AvroValidator``): an object whose ``check(payload)`` answers None or why not."""
+    return _impl.AvroValidator(kinds, a, b, children)
+
+
+def check_payloads(
+    data: Buffer,
+    count: int,
+    value: bool,
+    ids: list[int],
+    checks: dict[int, Callable[[bytes], str | None]],
+) -> list[tuple[int, int, str]]:
+    """The records whose value (or key) ``checks[ids[i]]`` refuses, as ``(index, schema id,
+    why)`` (see ``_scan_py.check_payloads``), or ProtocolError."""
+    out: list[tuple[int, int, str]] = _impl.check_payloads(data, count, value, ids, checks)
+    return out
 
 
 def check_records(data: Buffer, count: int, base_timestamp: int) -> tuple[int, int, int, int]:
