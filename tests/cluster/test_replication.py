@@ -294,10 +294,15 @@ def test_preferred_and_unclean_elections_with_confluent_admin(cluster: ClusterPr
     create_topic(cluster, "elect", 1, 3)
     p = partition_until(cluster, "elect", 0, lambda p: len(p.isrs) == 3 and p.leader >= 0)
     preferred = p.replicas[0]
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    tp = [TopicPartition("elect", 0)]
     # (each election may wait up to ADMIN_S: a failure waits for it, not a success; 30 s
-    # passed twice on a busy machine just after the preferred replica's restart)
+    # passed twice on a busy machine just after the preferred replica's restart, and once
+    # librdkafka's own 60 s for the request (socket.timeout.ms: "Failed while waiting for
+    # controller") ran out at load 15; confluent-kafka's request_timeout argument of
+    # elect_leaders raises SystemError in this version, so the client's setting says it)
+    admin = AdminClient(
+        {"bootstrap.servers": cluster.bootstrap_servers, "socket.timeout.ms": ADMIN_S * 1000}
+    )
+    tp = [TopicPartition("elect", 0)]
     # Already the preferred leader: nothing to do.
     done = admin.elect_leaders(ElectionType.PREFERRED, tp).result(ADMIN_S)
     assert [e.code() for e in done.values()] == [KafkaError.ELECTION_NOT_NEEDED]
