@@ -23,6 +23,7 @@ from tables_support import (
     create_table_topic,
     end_offsets,
     open_table,
+    table_exists,
     table_rows,
     topic_rows,
     wait_until,
@@ -308,3 +309,37 @@ def test_maintenance_topic_configs_are_validated(broker: InProcessBroker) -> Non
             futures[name].result(30)
         assert e.value.args[0].code() == KafkaError.INVALID_CONFIG
         assert why in e.value.args[0].str(), e.value.args[0].str()
+
+
+def test_compaction_from_another_writer_while_translators_commit(broker: InProcessBroker) -> None:
+    """``gregor tables compact`` is a writer of its own (its own catalog connection, beside the
+    broker's): its commits and the translators' race, the catalog takes one at a time, and
+    the loser starts again from the winner's snapshot. Whatever the order, the table ends
+    equal to the topic, record by record, with the offsets every commit carried."""
+    topic = "raced"
+    create_table_topic(
+        broker.bootstrap_servers,
+        topic,
+        2,
+        lag_ms=1,
+        **{"iceberg.maintenance.interval.ms": "3600000", "iceberg.compaction.min.input.files": "0"},
+    )
+    wait_until(lambda: table_exists(logs(broker), topic))
+    hour = int(time.time() * 1000)
+    compactions = 0
+    for r in range(6):
+        produce(broker.bootstrap_servers, topic, 40, 2, hour, f"r{r}-")
+        code, out, err = run_command(
+            broker.bootstrap_servers, "tables", "compact", topic, "--output", "json"
+        )
+        assert code == 0, err
+        done = json.loads(out)
+        compactions += done["partitions_rewritten"]
+        assert done["files_after"] <= done["files_before"]
+    wait_until(lambda: caught_up(broker, topic, 2))
+    assert compactions >= 1
+    assert_topic_equals_table_and_offsets(broker, topic, 2)
+    assert committed_offsets(logs(broker), topic) == {0: 120, 1: 120}
+    snapshots = open_table(logs(broker), topic).snapshots()
+    overwrites = [s for s in snapshots if s.summary.operation.value == "overwrite"]
+    assert len(overwrites) >= compactions

@@ -1,0 +1,64 @@
+"""Two writers of one table (two brokers' translators of different partitions, or a
+translator and ``gregor tables compact``), each with its own connection to pyiceberg's SQL
+catalog: when one commits between the other's read of the offsets and its commit, the loser
+must start again from the winner's snapshot. pyiceberg 0.12 retries a lost commit by itself,
+re-applying the same snapshot on top of the winner's: with the loser's offsets map, which
+would undo the winner's offsets (duplicates on the next resume)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from gregor.tables import catalog as tables_catalog
+from gregor.tables.catalog import TableCatalog, TopicTable
+from gregor.tables.offsets import table_offsets
+from gregor.tables.schema import ARROW_SCHEMA
+from gregor.tables.settings import catalog_settings
+
+
+def rows(partition: int, first: int, n: int) -> pa.Table:
+    return pa.Table.from_pylist(
+        [
+            {
+                "key": None,
+                "value": f"{partition}-{o}".encode(),
+                "headers": None,
+                "timestamp": 1_795_000_000_000_000,
+                "partition": partition,
+                "offset": o,
+            }
+            for o in range(first, first + n)
+        ],
+        schema=ARROW_SCHEMA,
+    )
+
+
+def writer(data_dir: Path) -> TopicTable:
+    """A writer with a catalog connection of its own (as another broker has)."""
+    return TableCatalog(catalog_settings({}, str(data_dir))).open_table("orders")
+
+
+def test_a_commit_that_loses_the_race_keeps_the_winners_offsets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = writer(tmp_path), writer(tmp_path)
+    first.commit(0, None, 0, 10, rows(0, 0, 10))
+    raced = []
+
+    def the_other_writer_commits_first(point: str) -> None:
+        if point == "commit.staged" and not raced:
+            raced.append(point)
+            first.commit(0, 10, 10, 20, rows(0, 10, 10))
+
+    monkeypatch.setattr(tables_catalog, "crash_point", the_other_writer_commits_first)
+    second.commit(1, None, 0, 5, rows(1, 0, 5))
+    assert raced
+
+    table = writer(tmp_path).table
+    assert table_offsets(table) == {0: 20, 1: 5}
+    got = table.scan().to_arrow()
+    keys = sorted(zip(got["partition"].to_pylist(), got["offset"].to_pylist(), strict=True))
+    assert keys == [(0, o) for o in range(20)] + [(1, o) for o in range(5)]
