@@ -62,3 +62,24 @@ def test_a_commit_that_loses_the_race_keeps_the_winners_offsets(
     got = table.scan().to_arrow()
     keys = sorted(zip(got["partition"].to_pylist(), got["offset"].to_pylist(), strict=True))
     assert keys == [(0, o) for o in range(20)] + [(1, o) for o in range(5)]
+
+
+def test_a_table_made_before_gets_the_property_when_opened(tmp_path: Path) -> None:
+    from pyiceberg.catalog import load_catalog
+
+    from gregor.tables.schema import iceberg_schema, partition_spec
+
+    settings = catalog_settings({}, str(tmp_path))
+    (tmp_path / "iceberg").mkdir()
+    catalog = load_catalog(settings.name, **settings.load_properties())
+    catalog.create_namespace(settings.namespace)
+    old = catalog.create_table(
+        (settings.namespace, "orders"),
+        schema=iceberg_schema(),
+        partition_spec=partition_spec(),
+        properties={"gregor.topic": "orders"},
+    )
+    assert "commit.retry.num-retries" not in old.properties
+    opened = writer(tmp_path)
+    assert opened.table.properties["commit.retry.num-retries"] == "0"
+    assert old.refresh().properties["commit.retry.num-retries"] == "0"
