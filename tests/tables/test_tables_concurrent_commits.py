@@ -83,3 +83,25 @@ def test_a_table_made_before_gets_the_property_when_opened(tmp_path: Path) -> No
     opened = writer(tmp_path)
     assert opened.table.properties["commit.retry.num-retries"] == "0"
     assert old.refresh().properties["commit.retry.num-retries"] == "0"
+
+
+def test_compaction_reads_about_one_target_file_at_a_time(tmp_path: Path) -> None:
+    from gregor.tables.maintenance import compact
+
+    table = writer(tmp_path)
+    for i in range(6):
+        table.commit(0, None if i == 0 else 10 * i, 10 * i, 10 * i + 10, rows(0, 10 * i, 10))
+    sizes = [t.file.file_size_in_bytes for t in table.table.scan().plan_files()]
+    assert len(sizes) == 6
+    with table.table.transaction() as tx:  # a target of about three of these files
+        tx.set_properties({"write.target-file-size-bytes": str(3 * max(sizes))})
+    done = compact(table, 2)
+    assert done.files_before == 6
+    assert [(read, written) for _, read, written in done.rewritten] == [(3, 1), (3, 1)]
+    assert done.files_after == 2
+    got = table.table.scan().to_arrow()
+    assert sorted(zip(got["partition"].to_pylist(), got["offset"].to_pylist(), strict=True)) == [
+        (0, o) for o in range(60)
+    ]
+    assert got.num_rows == 60
+    assert table_offsets(table.table) == {0: 60}

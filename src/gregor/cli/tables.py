@@ -277,7 +277,7 @@ def compact(
                     "topic": topic,
                     "files_before": done.files_before,
                     "files_after": done.files_after,
-                    "partitions_rewritten": len(done.rewritten),
+                    "groups_rewritten": len(done.rewritten),
                 }
             )
         )

@@ -18,9 +18,10 @@ which every ``iceberg.maintenance.interval.ms`` runs, in the catalog thread, one
    one carrying the offsets (``gregor.tables.offsets.offsets_snapshot``: resume needs it);
 3. **compaction** (:func:`compact`): an hour partition with at least
    ``iceberg.compaction.min.input.files`` data files smaller than the table's
-   ``write.target-file-size-bytes`` has them read (pyarrow), sorted by (partition, offset),
-   written as one file and swapped in by one ``overwrite`` snapshot that deletes the old
-   files and adds the new one (same rows, each once).
+   ``write.target-file-size-bytes`` has them read (pyarrow; at most about one target size
+   at a time), sorted by (partition, offset), written as one file and swapped in by one
+   ``overwrite`` snapshot that deletes the old files and adds the new one (same rows, each
+   once).
 
 Every commit here is optimistic like the translators' (``gregor.tables.catalog``): it is
 built on the snapshot it read, retention and compaction carry that snapshot's offsets map
@@ -34,6 +35,7 @@ referenced stay on disk (pyiceberg has no orphan-file removal yet).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -153,12 +155,12 @@ def expire_snapshots(topic_table: TopicTable, now_ms: int | None = None) -> list
 
 @dataclass
 class Compaction:
-    """What one compaction did: the table's data files before and after, and per rewritten
-    hour partition (its partition record, as a string) the files read and written."""
+    """What one compaction did: the table's data files before and after, and for each group
+    of small files rewritten, its hour partition (as a string), files read and files written."""
 
     files_before: int = 0
     files_after: int = 0
-    rewritten: dict[str, tuple[int, int]] = field(default_factory=dict)
+    rewritten: list[tuple[str, int, int]] = field(default_factory=list)
 
 
 def _small_file_groups(table: Any, min_files: int) -> list[list[Any]]:
@@ -172,7 +174,19 @@ def _small_file_groups(table: Any, min_files: int) -> list[list[Any]]:
         if partition is None or any(v is None for v in partition):
             continue  # rows without a timestamp: left as they are
         groups.setdefault((f.spec_id, repr(partition)), []).append(task)
-    return [tasks for tasks in groups.values() if len(tasks) >= min_files]
+    out: list[list[Any]] = []
+    for tasks in groups.values():  # bins of about one target file each: memory stays bounded
+        bin_: list[Any] = []
+        size = 0
+        for task in [*tasks, None]:
+            if task is None or (bin_ and size + task.file.file_size_in_bytes > target):
+                if len(bin_) >= min_files:
+                    out.append(bin_)
+                bin_, size = [], 0
+            if task is not None:
+                bin_.append(task)
+                size += task.file.file_size_in_bytes
+    return out
 
 
 def _data_files(table: Any) -> int:
@@ -194,6 +208,9 @@ def compact(topic_table: TopicTable, min_files: int) -> Compaction:
             return result
         tx = table.transaction()
         props = carried_properties(table_offsets(table), "compaction")
+        # one counter for the commit: the files' names are its uuid and a count, and a second
+        # group written with a fresh count would overwrite the first group's file
+        counter = itertools.count(0)
         with tx.update_snapshot(snapshot_properties=props).overwrite() as rewrite:
             for tasks in groups:
                 rows = ArrowScan(
@@ -214,13 +231,14 @@ def compact(topic_table: TopicTable, min_files: int) -> Compaction:
                         df=rows,
                         io=table.io,
                         write_uuid=rewrite.commit_uuid,
+                        counter=counter,
                     )
                 )
                 for t in tasks:
                     rewrite.delete_data_file(t.file)
                 for f in written:
                     rewrite.append_data_file(f)
-                result.rewritten[repr(tasks[0].file.partition)] = (len(tasks), len(written))
+                result.rewritten.append((repr(tasks[0].file.partition), len(tasks), len(written)))
         try:
             topic_table.table = tx.commit_transaction()
         except _commit_failed():
