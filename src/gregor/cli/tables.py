@@ -9,6 +9,10 @@ partition's last stable offset (ListOffsets, read_committed) minus the table's o
     d = json.loads(out)
     table = load_catalog(d["catalog_name"], **d["catalog_properties"]).load_table(tuple(d["table"]))
 
+``snapshots`` lists the table's snapshots with the offsets each covers; ``compact`` runs the
+table's compaction now (``gregor.tables.maintenance.compact``), committing to the catalog
+beside the broker's translators (the catalog's optimistic commit orders them).
+
 The SQL catalog on SQLite (the default) is a file in the broker's data directory, so the
 command must run where that file is.
 """
@@ -39,7 +43,7 @@ def _admin(bootstrap_server: str, properties: tuple[str, ...]) -> Any:
 
 @click.group()
 def tables() -> None:
-    """Topics as Iceberg tables (iceberg.mode): list them, describe one."""
+    """Topics as Iceberg tables (iceberg.mode): list, describe, snapshots, compact."""
 
 
 def _catalog(admin: Any) -> ts.CatalogSettings:
@@ -167,3 +171,115 @@ def describe(bootstrap_server: str, properties: tuple[str, ...], topic: str, out
             f"\tPartition: {r['partition']}\tTableOffset: {r['table_offset']}\t"
             f"EndOffset: {r['end_offset']}\tLag: {r['lag']}"
         )
+
+
+def _load_table(bootstrap_server: str, properties: tuple[str, ...], topic: str) -> Any:
+    """The topic's pyiceberg table (the command fails when the topic or table is missing)."""
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.exceptions import NoSuchTableError
+
+    with _admin(bootstrap_server, properties) as admin:
+        names = admin.list_topics()
+        if topic not in names:
+            fail(no_such_topic(topic, names))
+        settings = _catalog(admin)
+    catalog = load_catalog(settings.name, **settings.load_properties())
+    try:
+        return catalog.load_table((settings.namespace, topic))
+    except NoSuchTableError:
+        fail(f"topic {topic} has no table ({settings.namespace}.{topic} is not in the catalog)")
+        raise
+
+
+def _snapshots(table: Any) -> list[dict[str, Any]]:
+    from gregor.tables.offsets import MAINTENANCE, offsets_of_summary
+
+    current = table.current_snapshot()
+    out = []
+    for s in sorted(table.snapshots(), key=lambda s: (s.timestamp_ms, s.sequence_number or 0)):
+        props = s.summary.additional_properties if s.summary is not None else {}
+        out.append(
+            {
+                "id": s.snapshot_id,
+                "parent_id": s.parent_snapshot_id,
+                "timestamp_ms": s.timestamp_ms,
+                "operation": s.summary.operation.value if s.summary is not None else None,
+                "maintenance": props.get(MAINTENANCE),
+                "offsets": {str(p): o for p, o in offsets_of_summary(props).items()},
+                "current": current is not None and s.snapshot_id == current.snapshot_id,
+            }
+        )
+    return out
+
+
+@tables.command()
+@client_options
+@topic_param()
+@output_option
+def snapshots(bootstrap_server: str, properties: tuple[str, ...], topic: str, output: str) -> None:
+    """A topic's table snapshots, oldest first: id, time, operation and the offsets it covers.
+
+    \b
+    Examples:
+      gregor tables snapshots orders
+      gregor tables snapshots orders --output json
+    """
+    found = _snapshots(_load_table(bootstrap_server, properties, topic))
+    if output == "json":
+        click.echo(json.dumps(found, indent=2))
+        return
+    from datetime import UTC, datetime
+
+    for s in found:
+        when = datetime.fromtimestamp(s["timestamp_ms"] / 1000, UTC).isoformat(
+            timespec="milliseconds"
+        )
+        operation = s["operation"] + (f" ({s['maintenance']})" if s["maintenance"] else "")
+        offsets = ",".join(f"{p}:{o}" for p, o in s["offsets"].items())
+        current = "\tcurrent" if s["current"] else ""
+        click.echo(f"{s['id']}\t{when}\t{operation}\tOffsets: {offsets or '-'}{current}")
+
+
+@tables.command()
+@client_options
+@topic_param()
+@click.option(
+    "--min-input-files",
+    type=click.IntRange(min=2),
+    default=2,
+    show_default=True,
+    help="Rewrite an hour partition when it has at least this many small files.",
+)
+@output_option
+def compact(
+    bootstrap_server: str,
+    properties: tuple[str, ...],
+    topic: str,
+    min_input_files: int,
+    output: str,
+) -> None:
+    """Compact a topic's table now: each hour partition's small files into one.
+
+    \b
+    Examples:
+      gregor tables compact orders
+      gregor tables compact orders --min-input-files 10 --output json
+    """
+    from gregor.tables.catalog import TopicTable
+    from gregor.tables.maintenance import compact as compact_table
+
+    table = TopicTable(topic, _load_table(bootstrap_server, properties, topic))
+    done = compact_table(table, min_input_files)
+    if output == "json":
+        click.echo(
+            json.dumps(
+                {
+                    "topic": topic,
+                    "files_before": done.files_before,
+                    "files_after": done.files_after,
+                    "groups_rewritten": len(done.rewritten),
+                }
+            )
+        )
+        return
+    click.echo(f"Topic: {topic}\tFilesBefore: {done.files_before}\tFilesAfter: {done.files_after}")

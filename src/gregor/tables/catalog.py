@@ -22,6 +22,13 @@ A commit (:meth:`TopicTable.commit`) is exactly-once by construction:
 
 A process killed anywhere in this leaves either the old snapshot (and maybe orphan files)
 or the new one: never part of a commit.
+
+Step 3's retry must start at step 1. pyiceberg (0.12) retries a lost commit by itself,
+re-applying the same snapshot, offsets map included, on top of the winner's: that would put
+back the loser's view of the other partitions' offsets (the winner's move undone, its records
+duplicated on the next resume). Every topic's table therefore carries the Iceberg property
+``commit.retry.num-retries=0`` (:data:`TABLE_PROPERTIES`, set when the table is made, and
+on a table made before), so a lost commit reaches this module as CommitFailedException.
 """
 
 from __future__ import annotations
@@ -38,6 +45,10 @@ from gregor.tables.settings import CatalogSettings
 
 #: Attempts of one commit against concurrent writers of other partitions.
 COMMIT_ATTEMPTS = 50
+#: Iceberg's property: how often a writer re-applies a lost commit on the winner's snapshot.
+COMMIT_NUM_RETRIES = "commit.retry.num-retries"
+#: The properties every topic's table has (see the module's docstring).
+TABLE_PROPERTIES = {COMMIT_NUM_RETRIES: "0"}
 
 
 class OffsetsMoved(Exception):
@@ -80,9 +91,26 @@ class TableCatalog:
             self.identifier(topic),
             schema=iceberg_schema(),
             partition_spec=partition_spec(),
-            properties={"gregor.topic": topic},
+            properties={"gregor.topic": topic, **TABLE_PROPERTIES},
         )
-        return TopicTable(topic, table)
+        return TopicTable(topic, own_table_properties(table))
+
+
+def own_table_properties(table: Any) -> Any:
+    """``table`` with :data:`TABLE_PROPERTIES` set (a table made before they were)."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    for _ in range(COMMIT_ATTEMPTS):
+        missing = {k: v for k, v in TABLE_PROPERTIES.items() if table.properties.get(k) != v}
+        if not missing:
+            return table
+        try:
+            with table.transaction() as tx:
+                tx.set_properties(missing)
+        except CommitFailedException:
+            pass
+        table = table.refresh()
+    raise RuntimeError(f"{table.name()}: {COMMIT_ATTEMPTS} property updates lost in a row")
 
 
 class TopicTable:

@@ -11,6 +11,12 @@ Every commit of a translator carries, in its snapshot summary:
 * ``gregor.partition``, ``gregor.first-offset``, ``gregor.next-offset``: what this one
   commit covers (one partition's range ``[first, next)``).
 
+Table maintenance (``gregor.tables.maintenance``: retention deletes, compaction rewrites)
+copies its parent's map unchanged into its own snapshots, so the map stays on the current
+snapshot. A snapshot some other writer made (an Iceberg tool appending or deleting) has no
+map: the offsets are then those of the newest ancestor of the current snapshot that carries
+one (:func:`offsets_snapshot`), which snapshot expiry therefore never removes.
+
 A table that no commit of Gregor's touched has no map: every partition starts from its log
 start offset.
 """
@@ -25,6 +31,8 @@ OFFSETS = "gregor.offsets"
 PARTITION = "gregor.partition"
 FIRST_OFFSET = "gregor.first-offset"
 NEXT_OFFSET = "gregor.next-offset"
+#: What a maintenance commit did (``retention``, ``compaction``); it covers no new offsets.
+MAINTENANCE = "gregor.maintenance"
 
 
 def offsets_of_summary(properties: Mapping[str, str] | None) -> dict[int, int]:
@@ -37,12 +45,39 @@ def offsets_of_summary(properties: Mapping[str, str] | None) -> dict[int, int]:
     return {int(p): int(o) for p, o in raw.items()}
 
 
-def table_offsets(table: Any) -> dict[int, int]:
-    """The per-partition next offsets of a pyiceberg table's current snapshot."""
+def _properties(snapshot: Any) -> Mapping[str, str] | None:
+    return None if snapshot.summary is None else snapshot.summary.additional_properties
+
+
+def offsets_snapshot(table: Any) -> Any:
+    """The newest snapshot in the current snapshot's ancestry (itself included) whose summary
+    carries the offsets map, or None (no commit of Gregor's is in the table's history)."""
     snapshot = table.current_snapshot()
-    if snapshot is None or snapshot.summary is None:
+    while snapshot is not None:
+        properties = _properties(snapshot)
+        if properties and OFFSETS in properties:
+            return snapshot
+        if snapshot.parent_snapshot_id is None:
+            return None
+        snapshot = table.snapshot_by_id(snapshot.parent_snapshot_id)
+    return None
+
+
+def table_offsets(table: Any) -> dict[int, int]:
+    """The per-partition next offsets of a pyiceberg table (its current snapshot's map, or
+    that of the newest ancestor carrying one)."""
+    snapshot = offsets_snapshot(table)
+    if snapshot is None:
         return {}
-    return offsets_of_summary(snapshot.summary.additional_properties)
+    return offsets_of_summary(_properties(snapshot))
+
+
+def carried_properties(parent: Mapping[int, int], operation: str) -> dict[str, str]:
+    """The summary properties of a maintenance commit: the parent's offsets, unchanged."""
+    return {
+        OFFSETS: json.dumps({str(p): o for p, o in sorted(parent.items())}),
+        MAINTENANCE: operation,
+    }
 
 
 def commit_properties(

@@ -9,7 +9,9 @@ translator resumes from the table, so a restart is always safe). All catalog wor
 tables, commits) runs in one worker thread, one job at a time: commits of one topic's
 partitions never race inside a broker, and pyiceberg's SQL catalog on SQLite sees one writer
 per process. Writers in other processes (another broker, after a leader change) are fenced
-by the catalog's optimistic commit (``gregor.tables.catalog``).
+by the catalog's optimistic commit (``gregor.tables.catalog``). The translator of a topic's
+partition 0 runs the table's maintenance beside it (retention, snapshot expiry, compaction;
+``gregor.tables.maintenance``), in the same catalog thread.
 
 The catalog and the translators (pyarrow, pyiceberg) are imported when a broker first builds
 the service (a catalog is configured), not when the broker imports this module.
@@ -29,9 +31,14 @@ from gregor.tables.source import PartitionSource
 
 if TYPE_CHECKING:
     from gregor.tables.catalog import TableCatalog, TopicTable
+    from gregor.tables.maintenance import TableMaintenance
     from gregor.tables.translator import PartitionTranslator
 
 log = logging.getLogger("gregor.tables")
+
+#: The partition whose leader maintains the topic's table (``gregor.tables.maintenance``): one
+#: maintainer per table, moving with that partition's leadership.
+MAINTAINER_PARTITION = 0
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,7 @@ class Wanted:
 class _Running:
     wanted: Wanted
     translator: PartitionTranslator | None = None
+    maintenance: TableMaintenance | None = None
     task: asyncio.Task[None] | None = None
 
 
@@ -66,6 +74,11 @@ class TableTranslation:
 
             self._catalog = TableCatalog(self.settings)
         return self._catalog
+
+    @property
+    def maintainers(self) -> dict[str, TableMaintenance]:
+        """The tables maintained here, by topic."""
+        return {k[0]: r.maintenance for k, r in self._running.items() if r.maintenance is not None}
 
     @property
     def translators(self) -> dict[tuple[str, int], PartitionTranslator]:
@@ -121,7 +134,13 @@ class TableTranslation:
         running.translator = PartitionTranslator(
             w.source, table, self.run_catalog, target_lag_ms=w.config.target_lag_ms
         )
-        await running.translator.run()
+        if w.source.index != MAINTAINER_PARTITION:
+            await running.translator.run()
+            return
+        from gregor.tables.maintenance import TableMaintenance
+
+        running.maintenance = TableMaintenance(table, self.run_catalog, w.config)
+        await asyncio.gather(running.translator.run(), running.maintenance.run())
 
     async def stop(self) -> None:
         """Cancel every translator and wait for the catalog thread's last job."""

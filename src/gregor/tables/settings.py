@@ -7,7 +7,18 @@ Per topic (Kafka-style topic configs, validated by ``gregor.broker.config.topic_
   value's columns typed from the schema registry) are names this broker knows but does not
   implement yet: they answer INVALID_CONFIG saying so.
 * ``iceberg.target.lag.ms``: how long a record may wait in the translator's buffer before a
-  commit makes it visible in the table (default 60,000).
+  commit makes it visible in the table (default 60,000);
+* ``iceberg.retention.ms``: rows whose record timestamp is older than this are deleted from the
+  table (default -1: the table keeps everything, whatever the topic's own ``retention.ms``);
+* ``iceberg.compaction.min.input.files``: an hour partition of the table with at least this many
+  small data files is rewritten into one (default 5, as Iceberg's ``rewrite_data_files``
+  ``min-input-files``; 0: never on its own, ``gregor tables compact`` still can);
+* ``iceberg.maintenance.interval.ms``: how often the table's maintenance runs (retention,
+  snapshot expiry, compaction; default 300,000, as Kafka's ``log.retention.check.interval.ms``).
+
+Snapshot expiry follows the table's own Iceberg properties, ``history.expire.max-snapshot-age-ms``
+(default 5 days) and ``history.expire.min-snapshots-to-keep`` (default 1), which any Iceberg
+tool can set (``gregor.tables.maintenance``).
 
 Per broker (``server.properties``): ``iceberg.catalog.type`` (``sql``: pyiceberg's SQL catalog
 on SQLite in the broker's first data directory; ``rest`` with ``iceberg.catalog.uri``),
@@ -27,6 +38,9 @@ from dataclasses import dataclass
 
 MODE = "iceberg.mode"
 TARGET_LAG_MS = "iceberg.target.lag.ms"
+RETENTION_MS = "iceberg.retention.ms"
+COMPACTION_MIN_INPUT_FILES = "iceberg.compaction.min.input.files"
+MAINTENANCE_INTERVAL_MS = "iceberg.maintenance.interval.ms"
 CATALOG_TYPE = "iceberg.catalog.type"
 CATALOG_URI = "iceberg.catalog.uri"
 WAREHOUSE = "iceberg.warehouse"
@@ -39,6 +53,9 @@ MODES = (DISABLED, KEY_VALUE, "value_schema_id_prefix", "value_schema_latest")
 #: The modes this broker translates.
 IMPLEMENTED_MODES = (DISABLED, KEY_VALUE)
 DEFAULT_TARGET_LAG_MS = 60_000
+DEFAULT_RETENTION_MS = -1
+DEFAULT_COMPACTION_MIN_INPUT_FILES = 5
+DEFAULT_MAINTENANCE_INTERVAL_MS = 300_000
 CATALOG_TYPES = ("sql", "rest")
 DEFAULT_NAMESPACE = "gregor"
 
@@ -66,6 +83,13 @@ def mode_error(value: str) -> str | None:
             "(install gregor's 'tables' extra)"
         )
     return None
+
+
+def compaction_min_input_files_error(value: str) -> str | None:
+    """Why ``iceberg.compaction.min.input.files=value`` is not a number of files to rewrite
+    (one file rewritten into one is no compaction)."""
+    n = int(value)
+    return None if n == 0 or n >= 2 else "must be 0 (no automatic compaction) or at least 2"
 
 
 def require_pyiceberg(topic: str) -> None:
@@ -111,6 +135,9 @@ class TopicTableConfig:
 
     mode: str = DISABLED
     target_lag_ms: int = DEFAULT_TARGET_LAG_MS
+    retention_ms: int = DEFAULT_RETENTION_MS
+    compaction_min_input_files: int = DEFAULT_COMPACTION_MIN_INPUT_FILES
+    maintenance_interval_ms: int = DEFAULT_MAINTENANCE_INTERVAL_MS
 
     @property
     def enabled(self) -> bool:
@@ -121,6 +148,9 @@ class TopicTableConfig:
         return cls(
             configs.get(MODE, DISABLED).strip(),
             int(configs.get(TARGET_LAG_MS, DEFAULT_TARGET_LAG_MS)),
+            int(configs.get(RETENTION_MS, DEFAULT_RETENTION_MS)),
+            int(configs.get(COMPACTION_MIN_INPUT_FILES, DEFAULT_COMPACTION_MIN_INPUT_FILES)),
+            int(configs.get(MAINTENANCE_INTERVAL_MS, DEFAULT_MAINTENANCE_INTERVAL_MS)),
         )
 
 

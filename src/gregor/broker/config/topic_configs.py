@@ -277,6 +277,30 @@ TOPIC_CONFIGS: tuple[TopicConfigDef, ...] = (
         minimum=1,
     ),
     TopicConfigDef(
+        tables_settings.RETENTION_MS,
+        _T.LONG,
+        str(tables_settings.DEFAULT_RETENTION_MS),
+        "Rows of the topic's Iceberg table older than this (record timestamp) are deleted; "
+        "-1 keeps everything.",
+        minimum=-1,
+    ),
+    TopicConfigDef(
+        tables_settings.COMPACTION_MIN_INPUT_FILES,
+        _T.INT,
+        str(tables_settings.DEFAULT_COMPACTION_MIN_INPUT_FILES),
+        "An hour partition of the topic's Iceberg table with this many small files is "
+        "rewritten into one; 0: never automatically.",
+        check=tables_settings.compaction_min_input_files_error,
+    ),
+    TopicConfigDef(
+        tables_settings.MAINTENANCE_INTERVAL_MS,
+        _T.LONG,
+        str(tables_settings.DEFAULT_MAINTENANCE_INTERVAL_MS),
+        "How often the topic's Iceberg table is maintained (retention, snapshot expiry, "
+        "compaction).",
+        minimum=1,
+    ),
+    TopicConfigDef(
         "index.interval.bytes",
         _T.INT,
         "4096",

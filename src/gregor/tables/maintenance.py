@@ -1,0 +1,325 @@
+"""A topic's table kept in shape: retention, snapshot expiry, compaction of small files.
+
+Theory of operation. The translators append a few small files per partition every target
+lag; left alone, the table grows without bound in rows (the log's retention does not reach
+it), in snapshots (one per commit) and in files (small ones, slow to plan and read). One
+writer per table maintains it: the broker that leads the topic's partition 0 runs a
+:class:`TableMaintenance` beside that partition's translator (``gregor.tables.service``),
+which every ``iceberg.maintenance.interval.ms`` runs, in the catalog thread, one pass:
+
+1. **retention** (:func:`delete_expired_rows`): with ``iceberg.retention.ms`` >= 0, the rows
+   whose record timestamp is older than now minus it are deleted with pyiceberg's delete
+   (by hour partition, whole files drop; a file straddling the cut is rewritten without the
+   old rows);
+2. **snapshot expiry** (:func:`expire_snapshots`): snapshots older than the table's
+   ``history.expire.max-snapshot-age-ms`` (Iceberg's property; default 5 days) are removed
+   from the metadata, keeping the newest ``history.expire.min-snapshots-to-keep`` (default 1)
+   of the current snapshot's ancestry and every snapshot from the current one back to the
+   one carrying the offsets (``gregor.tables.offsets.offsets_snapshot``: resume needs it);
+3. **compaction** (:func:`compact`): an hour partition with at least
+   ``iceberg.compaction.min.input.files`` data files smaller than the table's
+   ``write.target-file-size-bytes`` has them read (pyarrow; at most about one target size
+   at a time), sorted by (partition, offset), written as one file and swapped in by one
+   ``overwrite`` snapshot that deletes the old files and adds the new one (same rows, each
+   once).
+
+Every commit here is optimistic like the translators' (``gregor.tables.catalog``): it is
+built on the snapshot it read, retention and compaction carry that snapshot's offsets map
+unchanged (``gregor.tables.offsets.carried_properties``: no resume offset moves), and the
+catalog refuses it if another writer committed meanwhile, in which case the step starts
+again from the new snapshot. A translator commit that loses to a maintenance commit starts
+again the same way. Expiry only removes snapshot entries; the data files only they
+referenced stay on disk (pyiceberg has no orphan-file removal yet).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from gregor.tables.catalog import TopicTable
+from gregor.tables.offsets import carried_properties, offsets_snapshot, table_offsets
+from gregor.tables.settings import TopicTableConfig
+from gregor.tables.translator import CatalogRunner
+
+log = logging.getLogger("gregor.tables")
+
+#: Attempts of one maintenance step against concurrent commits.
+ATTEMPTS = 50
+MAX_SNAPSHOT_AGE_MS = "history.expire.max-snapshot-age-ms"
+MAX_SNAPSHOT_AGE_MS_DEFAULT = 5 * 24 * 3600 * 1000
+MIN_SNAPSHOTS_TO_KEEP = "history.expire.min-snapshots-to-keep"
+MIN_SNAPSHOTS_TO_KEEP_DEFAULT = 1
+TARGET_FILE_SIZE_BYTES = "write.target-file-size-bytes"
+TARGET_FILE_SIZE_BYTES_DEFAULT = 512 * 1024 * 1024
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _commit_failed() -> type[Exception]:
+    from pyiceberg.exceptions import CommitFailedException
+
+    return CommitFailedException
+
+
+def _int_property(table: Any, name: str, default: int) -> int:
+    value = table.metadata.properties.get(name)
+    return default if value is None else int(value)
+
+
+def delete_expired_rows(
+    topic_table: TopicTable, retention_ms: int, now_ms: int | None = None
+) -> int:
+    """Delete the rows whose timestamp is before ``now - retention_ms``; returns the number of
+    data files the table had that held such rows (0: nothing to delete, no commit)."""
+    if retention_ms < 0:
+        return 0
+    from pyiceberg.expressions import LessThan
+
+    cutoff_ms = (_now_ms() if now_ms is None else now_ms) - retention_ms
+    cutoff = datetime.fromtimestamp(cutoff_ms / 1000, UTC).isoformat()
+    # pyiceberg's predicates are pydantic models whose __init__ mypy does not see
+    row_filter = LessThan("timestamp", cutoff)  # type: ignore[call-arg,arg-type]
+    for _ in range(ATTEMPTS):
+        topic_table.offsets()  # reloads the table
+        table = topic_table.table
+        matching = len(list(table.scan(row_filter=row_filter).plan_files()))
+        if not matching:
+            return 0
+        tx = table.transaction()
+        tx.delete(
+            row_filter, snapshot_properties=carried_properties(table_offsets(table), "retention")
+        )
+        try:
+            topic_table.table = tx.commit_transaction()
+        except _commit_failed():
+            continue
+        return matching
+    raise RuntimeError(f"{topic_table.topic}: retention lost {ATTEMPTS} commits in a row")
+
+
+def snapshots_to_expire(table: Any, now_ms: int) -> list[int]:
+    """The snapshot ids expiry removes now (see the module's docstring)."""
+    max_age = _int_property(table, MAX_SNAPSHOT_AGE_MS, MAX_SNAPSHOT_AGE_MS_DEFAULT)
+    keep_newest = _int_property(table, MIN_SNAPSHOTS_TO_KEEP, MIN_SNAPSHOTS_TO_KEEP_DEFAULT)
+    kept: set[int] = {ref.snapshot_id for ref in table.metadata.refs.values()}
+    ancestry = []
+    snapshot = table.current_snapshot()
+    while snapshot is not None:
+        ancestry.append(snapshot)
+        parent = snapshot.parent_snapshot_id
+        snapshot = None if parent is None else table.snapshot_by_id(parent)
+    kept.update(s.snapshot_id for s in ancestry[: max(keep_newest, 1)])
+    with_offsets = offsets_snapshot(table)
+    if with_offsets is not None:
+        for s in ancestry:
+            kept.add(s.snapshot_id)
+            if s.snapshot_id == with_offsets.snapshot_id:
+                break
+    oldest_kept = now_ms - max_age
+    return sorted(
+        s.snapshot_id
+        for s in table.snapshots()
+        if s.snapshot_id not in kept and s.timestamp_ms < oldest_kept
+    )
+
+
+def expire_snapshots(topic_table: TopicTable, now_ms: int | None = None) -> list[int]:
+    """Remove the snapshots :func:`snapshots_to_expire` names; returns their ids."""
+    from pyiceberg.table import Transaction
+    from pyiceberg.table.update.snapshot import ExpireSnapshots
+
+    for _ in range(ATTEMPTS):
+        topic_table.offsets()
+        table = topic_table.table
+        expired = snapshots_to_expire(table, _now_ms() if now_ms is None else now_ms)
+        if not expired:
+            return []
+        tx = Transaction(table, autocommit=False)
+        ExpireSnapshots(tx).by_ids(expired).commit()
+        try:
+            topic_table.table = tx.commit_transaction()
+        except _commit_failed():
+            continue
+        return expired
+    raise RuntimeError(f"{topic_table.topic}: snapshot expiry lost {ATTEMPTS} commits in a row")
+
+
+@dataclass
+class Compaction:
+    """What one compaction did: the table's data files before and after, and for each group
+    of small files rewritten, its hour partition (as a string), files read and files written."""
+
+    files_before: int = 0
+    files_after: int = 0
+    rewritten: list[tuple[str, int, int]] = field(default_factory=list)
+
+
+def _small_file_groups(table: Any, min_files: int) -> list[list[Any]]:
+    target = _int_property(table, TARGET_FILE_SIZE_BYTES, TARGET_FILE_SIZE_BYTES_DEFAULT)
+    groups: dict[tuple[int, str], list[Any]] = {}
+    for task in table.scan().plan_files():
+        f = task.file
+        partition = f.partition
+        if task.delete_files or f.file_size_in_bytes >= target:
+            continue
+        if partition is None or any(v is None for v in partition):
+            continue  # rows without a timestamp: left as they are
+        groups.setdefault((f.spec_id, repr(partition)), []).append(task)
+    out: list[list[Any]] = []
+    for tasks in groups.values():  # bins of about one target file each: memory stays bounded
+        bin_: list[Any] = []
+        size = 0
+        for task in [*tasks, None]:
+            if task is None or (bin_ and size + task.file.file_size_in_bytes > target):
+                if len(bin_) >= min_files:
+                    out.append(bin_)
+                bin_, size = [], 0
+            if task is not None:
+                bin_.append(task)
+                size += task.file.file_size_in_bytes
+    return out
+
+
+def _data_files(table: Any) -> int:
+    return len(list(table.scan().plan_files()))
+
+
+def compact(topic_table: TopicTable, min_files: int) -> Compaction:
+    """Rewrite each hour partition with at least ``min_files`` small files into one file."""
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
+
+    for _ in range(ATTEMPTS):
+        topic_table.offsets()
+        table = topic_table.table
+        result = Compaction(files_before=_data_files(table))
+        groups = _small_file_groups(table, min_files) if min_files >= 2 else []
+        if not groups:
+            result.files_after = result.files_before
+            return result
+        tx = table.transaction()
+        props = carried_properties(table_offsets(table), "compaction")
+        # one counter for the commit: the files' names are its uuid and a count, and a second
+        # group written with a fresh count would overwrite the first group's file
+        counter = itertools.count(0)
+        with tx.update_snapshot(snapshot_properties=props).overwrite() as rewrite:
+            for tasks in groups:
+                rows = ArrowScan(
+                    table_metadata=table.metadata,
+                    io=table.io,
+                    projected_schema=table.schema(),
+                    row_filter=AlwaysTrue(),
+                ).to_table(tasks=tasks)
+                expected = sum(t.file.record_count for t in tasks)
+                if rows.num_rows != expected:  # never swap files for fewer or more rows
+                    raise RuntimeError(
+                        f"{topic_table.topic}: read {rows.num_rows} rows of {expected} to compact"
+                    )
+                rows = rows.sort_by([("partition", "ascending"), ("offset", "ascending")])
+                written = list(
+                    _dataframe_to_data_files(
+                        table_metadata=table.metadata,
+                        df=rows,
+                        io=table.io,
+                        write_uuid=rewrite.commit_uuid,
+                        counter=counter,
+                    )
+                )
+                for t in tasks:
+                    rewrite.delete_data_file(t.file)
+                for f in written:
+                    rewrite.append_data_file(f)
+                result.rewritten.append((repr(tasks[0].file.partition), len(tasks), len(written)))
+        try:
+            topic_table.table = tx.commit_transaction()
+        except _commit_failed():
+            continue
+        result.files_after = _data_files(topic_table.table)
+        return result
+    raise RuntimeError(f"{topic_table.topic}: compaction lost {ATTEMPTS} commits in a row")
+
+
+@dataclass
+class Pass:
+    """What one maintenance pass did."""
+
+    retention_files: int = 0
+    expired: list[int] = field(default_factory=list)
+    compaction: Compaction = field(default_factory=Compaction)
+
+
+def maintain(topic_table: TopicTable, config: TopicTableConfig, now_ms: int | None = None) -> Pass:
+    """One pass: retention, then expiry, then compaction (blocking; the catalog thread)."""
+    done = Pass()
+    done.retention_files = delete_expired_rows(topic_table, config.retention_ms, now_ms)
+    done.expired = expire_snapshots(topic_table, now_ms)
+    done.compaction = compact(topic_table, config.compaction_min_input_files)
+    return done
+
+
+class TableMaintenance:
+    """The maintenance passes of one topic's table, every ``maintenance_interval_ms``."""
+
+    def __init__(
+        self,
+        table: TopicTable,
+        run_catalog: CatalogRunner,
+        config: TopicTableConfig,
+        on_pass: Callable[[Pass], None] | None = None,
+    ) -> None:
+        self.table = table
+        self.run_catalog = run_catalog
+        self.config = config
+        self.passes = 0
+        self._on_pass = on_pass
+
+    async def run(self) -> None:
+        while True:
+            try:
+                done = await self.run_catalog(lambda: maintain(self.table, self.config))
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - the next pass tries again
+                log.exception("maintaining the table of topic %s failed", self.table.topic)
+            else:
+                assert isinstance(done, Pass)
+                self.passes += 1
+                _log_pass(self.table.topic, done)
+                if self._on_pass is not None:
+                    self._on_pass(done)
+            await asyncio.sleep(self.config.maintenance_interval_ms / 1000)
+
+
+def _log_pass(topic: str, done: Pass) -> None:
+    parts: Iterable[str] = (
+        f"retention deleted rows of {done.retention_files} files" if done.retention_files else "",
+        f"expired {len(done.expired)} snapshots" if done.expired else "",
+        (
+            f"compacted {done.compaction.files_before} files into {done.compaction.files_after}"
+            if done.compaction.rewritten
+            else ""
+        ),
+    )
+    said = "; ".join(p for p in parts if p)
+    if said:
+        log.info("table of topic %s: %s", topic, said)
+
+
+__all__ = [
+    "Compaction",
+    "Pass",
+    "TableMaintenance",
+    "compact",
+    "delete_expired_rows",
+    "expire_snapshots",
+    "maintain",
+]

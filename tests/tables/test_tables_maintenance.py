@@ -1,0 +1,356 @@
+"""Table maintenance on a real in-process broker and pyiceberg's SQL catalog: retention deletes
+exactly the rows older than ``iceberg.retention.ms``; snapshot expiry (the table's own
+``history.expire.*`` properties) drops old snapshots but never the one whose summary carries
+the offsets; compaction rewrites an hour partition's small files into one with the same rows;
+a translator restarted after any of these resumes with no record lost or duplicated; and
+``gregor tables snapshots|compact`` say what the table holds."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from pyiceberg.exceptions import CommitFailedException
+from tables_support import (
+    by_partition,
+    committed_offsets,
+    create_table_topic,
+    end_offsets,
+    open_table,
+    table_exists,
+    table_rows,
+    topic_rows,
+    wait_until,
+)
+
+from gregor.tables.offsets import OFFSETS, offsets_of_summary, table_offsets
+from gregor.tables.schema import ARROW_SCHEMA
+from gregor.testing import InProcessBroker
+from gregor.testing.cli import run_command
+
+DAY_MS = 86_400_000
+
+
+@pytest.fixture
+def broker() -> Iterator[InProcessBroker]:
+    with InProcessBroker() as b:
+        yield b
+
+
+def logs(broker: InProcessBroker) -> Path:
+    return broker.data_dir / "logs"
+
+
+def caught_up(broker: InProcessBroker, topic: str, partitions: int) -> bool:
+    ends = end_offsets(broker.bootstrap_servers, topic, partitions)
+    table = committed_offsets(logs(broker), topic)
+    return all(table.get(p) == end for p, end in ends.items() if end > 0)
+
+
+def produce(
+    bootstrap: str, topic: str, n: int, partitions: int, timestamp_ms: int, tag: str
+) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(n):
+        headers = [("h", f"{i}".encode())] if i % 3 == 0 else None
+        p.produce(
+            topic,
+            f"{tag}{i}".encode(),
+            f"k{i}".encode(),
+            partition=i % partitions,
+            headers=headers,
+            timestamp=timestamp_ms,
+        )
+    assert p.flush(30) == 0
+
+
+def rounds(broker: InProcessBroker, topic: str, partitions: int, n: int, timestamp_ms: int) -> None:
+    """``n`` rounds of records, each waited into the table (a commit, a file, per partition)."""
+    for r in range(n):
+        produce(broker.bootstrap_servers, topic, 4 * partitions, partitions, timestamp_ms, f"r{r}-")
+        wait_until(lambda: caught_up(broker, topic, partitions))
+
+
+def data_files(table: Any) -> int:
+    return len(list(table.scan().plan_files()))
+
+
+def retried(change: Callable[[Any], None], data_dir: Path, topic: str) -> None:
+    """A change to the table from outside the broker, against its concurrent commits."""
+    while True:
+        try:
+            change(open_table(data_dir, topic))
+            return
+        except CommitFailedException:
+            continue
+
+
+def maintainers(broker: InProcessBroker) -> list[str]:
+    async def get() -> list[str]:
+        assert broker.broker is not None and broker.broker.tables is not None
+        return sorted(broker.broker.tables.maintainers)
+
+    return broker.call(get)  # type: ignore[no-any-return]
+
+
+def assert_topic_equals_table_and_offsets(broker: InProcessBroker, topic: str, n: int) -> None:
+    expected = topic_rows(broker.bootstrap_servers, topic, n)
+    assert table_rows(logs(broker), topic) == expected
+    assert committed_offsets(logs(broker), topic) == end_offsets(broker.bootstrap_servers, topic, n)
+
+
+def test_retention_deletes_exactly_the_rows_older_than_it(broker: InProcessBroker) -> None:
+    topic = "retained"
+    create_table_topic(
+        broker.bootstrap_servers,
+        topic,
+        2,
+        **{
+            "iceberg.retention.ms": str(DAY_MS),
+            "iceberg.maintenance.interval.ms": "100",
+            "iceberg.compaction.min.input.files": "0",
+        },
+    )
+    now = int(time.time() * 1000)
+    produce(broker.bootstrap_servers, topic, 20, 2, now - 3 * DAY_MS, "old-")
+    produce(broker.bootstrap_servers, topic, 10, 2, now - 2 * DAY_MS, "older-than-a-day-")
+    produce(broker.bootstrap_servers, topic, 20, 2, now, "new-")
+    wait_until(lambda: caught_up(broker, topic, 2))
+    everything = topic_rows(broker.bootstrap_servers, topic, 2)
+    assert len(everything) == 50
+    recent = [r for r in everything if r[5] >= now - DAY_MS]
+    assert len(recent) == 20 and all(r[3].startswith(b"new-") for r in recent)  # type: ignore[union-attr]
+    # each partition keeps a suffix of its records: offsets 15 to 24
+    assert {p: [r[1] for r in rows] for p, rows in by_partition(recent).items()} == {
+        p: list(range(15, 25)) for p in range(2)
+    }
+    wait_until(lambda: table_rows(logs(broker), topic) == recent)
+    assert maintainers(broker) == [topic]  # one writer per table: partition 0's leader
+
+    table = open_table(logs(broker), topic)
+    deletes = [s for s in table.snapshots() if s.summary.operation.value == "delete"]
+    assert deletes, "retention made no delete snapshot"
+    ends = end_offsets(broker.bootstrap_servers, topic, 2)
+    assert ends == {0: 25, 1: 25}
+    # the resume offsets did not move: each delete carries its parent's offsets unchanged
+    # (retention may run between two partitions' commits: the parent's, whatever they are)
+    assert table_offsets(table) == ends
+    for s in deletes:
+        parent = table.snapshot_by_id(s.parent_snapshot_id)
+        assert OFFSETS in s.summary.additional_properties
+        assert offsets_of_summary(s.summary.additional_properties) == offsets_of_summary(
+            parent.summary.additional_properties
+        )
+
+    # a restart resumes from those offsets: no deleted row comes back, no row twice
+    broker.restart()
+    produce(broker.bootstrap_servers, topic, 10, 2, int(time.time() * 1000), "after-")
+    wait_until(lambda: caught_up(broker, topic, 2))
+    after = topic_rows(broker.bootstrap_servers, topic, 2)
+    cutoff = now - DAY_MS
+    assert table_rows(logs(broker), topic) == [r for r in after if r[5] >= cutoff]
+    assert committed_offsets(logs(broker), topic) == {0: 30, 1: 30}
+
+
+def test_expiry_keeps_the_snapshot_carrying_the_offsets(broker: InProcessBroker) -> None:
+    topic = "expiring"
+    create_table_topic(
+        broker.bootstrap_servers,
+        topic,
+        2,
+        **{"iceberg.maintenance.interval.ms": "100", "iceberg.compaction.min.input.files": "0"},
+    )
+    now = int(time.time() * 1000)
+    rounds(broker, topic, 2, 3, now)
+    table = open_table(logs(broker), topic)
+    with_offsets = table.current_snapshot()
+    assert len(table.snapshots()) >= 6  # a commit per partition per round
+    ends = end_offsets(broker.bootstrap_servers, topic, 2)
+    assert offsets_of_summary(with_offsets.summary.additional_properties) == ends == {0: 12, 1: 12}
+
+    # two snapshots another Iceberg writer made (empty appends: no rows, no offsets map)
+    def foreign_append(t: Any) -> None:
+        t.append(ARROW_SCHEMA.empty_table())
+
+    retried(foreign_append, logs(broker), topic)
+    retried(foreign_append, logs(broker), topic)
+
+    def expire_everything_old(t: Any) -> None:
+        with t.transaction() as tx:
+            tx.set_properties({"history.expire.max-snapshot-age-ms": "0"})
+
+    retried(expire_everything_old, logs(broker), topic)
+
+    def expired() -> bool:
+        return len(open_table(logs(broker), topic).snapshots()) <= 3
+
+    wait_until(expired)
+    table = open_table(logs(broker), topic)
+    assert len(table.snapshots()) == 3
+    current = table.current_snapshot()
+    kept = {s.snapshot_id: s for s in table.snapshots()}
+    # kept: the current (foreign) snapshot, its foreign parent, and the one with the offsets
+    assert with_offsets.snapshot_id in kept
+    assert OFFSETS not in current.summary.additional_properties
+    assert kept[current.parent_snapshot_id].parent_snapshot_id == with_offsets.snapshot_id
+    assert table_offsets(table) == ends
+    assert table_rows(logs(broker), topic) == topic_rows(broker.bootstrap_servers, topic, 2)
+
+    # a restarted translator resumes at those offsets: no record lost or twice
+    broker.restart()
+    rounds(broker, topic, 2, 1, int(time.time() * 1000))
+    assert_topic_equals_table_and_offsets(broker, topic, 2)
+    assert committed_offsets(logs(broker), topic) == {0: 16, 1: 16}
+
+
+def test_compaction_rewrites_small_files_into_one_with_the_same_rows(
+    broker: InProcessBroker,
+) -> None:
+    topic = "compacted"
+    # one maintenance pass when the translators start, then none for an hour
+    create_table_topic(
+        broker.bootstrap_servers,
+        topic,
+        3,
+        **{"iceberg.maintenance.interval.ms": "3600000", "iceberg.compaction.min.input.files": "4"},
+    )
+    hour = int(time.time() * 1000)
+    rounds(broker, topic, 3, 3, hour)  # all in one hour partition
+    before = open_table(logs(broker), topic)
+    assert data_files(before) >= 9  # a commit per partition per round, and no pass since
+    expected = topic_rows(broker.bootstrap_servers, topic, 3)
+    assert len(expected) == 36
+
+    broker.restart()  # the new translator of partition 0 runs a pass at once
+    wait_until(lambda: data_files(open_table(logs(broker), topic)) == 1)
+    table = open_table(logs(broker), topic)
+    assert table_rows(logs(broker), topic) == expected  # record by record, each once
+    scanned = table.scan().to_arrow()
+    keys = list(zip(scanned["partition"].to_pylist(), scanned["offset"].to_pylist(), strict=True))
+    assert keys == sorted(keys)  # the file is in (partition, offset) order
+    current = table.current_snapshot()
+    assert current.summary.operation.value == "overwrite"
+    assert current.summary.additional_properties["gregor.maintenance"] == "compaction"
+    assert offsets_of_summary(current.summary.additional_properties) == {0: 12, 1: 12, 2: 12}
+    assert table_offsets(table) == {0: 12, 1: 12, 2: 12}
+
+    rounds(broker, topic, 3, 1, hour)
+    broker.restart()
+    rounds(broker, topic, 3, 1, hour)
+    assert_topic_equals_table_and_offsets(broker, topic, 3)
+    assert committed_offsets(logs(broker), topic) == {0: 20, 1: 20, 2: 20}
+
+
+def test_tables_snapshots_and_compact_commands(broker: InProcessBroker) -> None:
+    topic = "shown"
+    create_table_topic(
+        broker.bootstrap_servers,
+        topic,
+        2,
+        **{"iceberg.maintenance.interval.ms": "3600000", "iceberg.compaction.min.input.files": "0"},
+    )
+    rounds(broker, topic, 2, 2, int(time.time() * 1000))
+    table = open_table(logs(broker), topic)
+    files = data_files(table)
+    snapshots = sorted(table.snapshots(), key=lambda s: s.timestamp_ms)
+    assert files == len(snapshots) >= 4  # each commit of a partition: a file, a snapshot
+
+    code, out, err = run_command(
+        broker.bootstrap_servers, "tables", "snapshots", topic, "--output", "json"
+    )
+    assert code == 0, err
+    shown = json.loads(out)
+    assert [s["id"] for s in shown] == [s.snapshot_id for s in snapshots]
+    assert [s["timestamp_ms"] for s in shown] == [s.timestamp_ms for s in snapshots]
+    assert [s["operation"] for s in shown] == ["append"] * files
+    assert [s["current"] for s in shown] == [False] * (files - 1) + [True]
+    assert [s["maintenance"] for s in shown] == [None] * files
+    assert [s["offsets"] for s in shown] == [
+        {str(p): o for p, o in offsets_of_summary(s.summary.additional_properties).items()}
+        for s in snapshots
+    ]
+    assert shown[-1]["offsets"] == {"0": 8, "1": 8}
+    assert len(shown[0]["offsets"]) == 1  # the first commit covers one partition
+
+    code, out, err = run_command(broker.bootstrap_servers, "tables", "compact", topic)
+    assert code == 0, err
+    assert out.splitlines() == [f"Topic: {topic}\tFilesBefore: {files}\tFilesAfter: 1"]
+    assert data_files(open_table(logs(broker), topic)) == 1
+    assert_topic_equals_table_and_offsets(broker, topic, 2)
+
+    code, out, err = run_command(broker.bootstrap_servers, "tables", "compact", topic)
+    assert code == 0, err
+    assert out.splitlines() == [f"Topic: {topic}\tFilesBefore: 1\tFilesAfter: 1"]
+
+    code, out, err = run_command(broker.bootstrap_servers, "tables", "snapshots", topic)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) == files + 1
+    current = open_table(logs(broker), topic).current_snapshot()
+    assert lines[-1].startswith(f"{current.snapshot_id}\t")
+    assert lines[-1].endswith("\toverwrite (compaction)\tOffsets: 0:8,1:8\tcurrent")
+    assert all("\tappend\tOffsets: " in line for line in lines[:-1])
+
+    code, out, err = run_command(broker.bootstrap_servers, "tables", "snapshots", "nope")
+    assert code != 0 and "nope" in err
+
+
+def test_maintenance_topic_configs_are_validated(broker: InProcessBroker) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    cases = {
+        "bad-retention": ({"iceberg.retention.ms": "-2"}, "at least -1"),
+        "one-file": ({"iceberg.compaction.min.input.files": "1"}, "at least 2"),
+        "no-interval": ({"iceberg.maintenance.interval.ms": "0"}, "at least 1"),
+    }
+    futures = admin.create_topics([NewTopic(n, 1, 1, config=c) for n, (c, _) in cases.items()])
+    for name, (_, why) in cases.items():
+        with pytest.raises(KafkaException) as e:
+            futures[name].result(30)
+        assert e.value.args[0].code() == KafkaError.INVALID_CONFIG
+        assert why in e.value.args[0].str(), e.value.args[0].str()
+
+
+def test_compaction_from_another_writer_while_translators_commit(broker: InProcessBroker) -> None:
+    """``gregor tables compact`` is a writer of its own (its own catalog connection, beside the
+    broker's): its commits and the translators' race, the catalog takes one at a time, and
+    the loser starts again from the winner's snapshot. Whatever the order, the table ends
+    equal to the topic, record by record, with the offsets every commit carried."""
+    topic = "raced"
+    create_table_topic(
+        broker.bootstrap_servers,
+        topic,
+        2,
+        lag_ms=1,
+        **{"iceberg.maintenance.interval.ms": "3600000", "iceberg.compaction.min.input.files": "0"},
+    )
+    wait_until(lambda: table_exists(logs(broker), topic))
+    hour = int(time.time() * 1000)
+    compactions = 0
+    for r in range(6):
+        produce(broker.bootstrap_servers, topic, 40, 2, hour, f"r{r}-")
+        code, out, err = run_command(
+            broker.bootstrap_servers, "tables", "compact", topic, "--output", "json"
+        )
+        assert code == 0, err
+        done = json.loads(out)
+        compactions += done["groups_rewritten"]
+        assert done["files_after"] <= done["files_before"]
+    wait_until(lambda: caught_up(broker, topic, 2))
+    code, out, err = run_command(
+        broker.bootstrap_servers, "tables", "compact", topic, "--output", "json"
+    )
+    assert code == 0, err
+    done = json.loads(out)
+    compactions += done["groups_rewritten"]
+    assert done["files_after"] == 1  # all in one hour partition, now one file
+    assert_topic_equals_table_and_offsets(broker, topic, 2)
+    assert committed_offsets(logs(broker), topic) == {0: 120, 1: 120}
+    snapshots = open_table(logs(broker), topic).snapshots()
+    overwrites = [s for s in snapshots if s.summary.operation.value == "overwrite"]
+    assert len(overwrites) == compactions  # each rewrite the command reported, one snapshot
