@@ -139,7 +139,7 @@ def _plan(
     from pyiceberg.catalog import load_catalog
     from pyiceberg.expressions import AlwaysTrue
 
-    from gregor.tables.offsets import offsets_of_summary
+    from gregor.tables.offsets import offsets_of_summary, offsets_snapshot
 
     props, namespace = _catalog_properties(catalog, admin)
     table = load_catalog("gregor", **props).load_table((namespace, topic))
@@ -166,7 +166,10 @@ def _plan(
     for path in files:  # a table's files may live outside its location
         if not _local(path):
             _refuse_remote(path)
-    summary = snap.summary.additional_properties if snap.summary is not None else {}
+    # the offsets the planned snapshot covers: its own map, or (a snapshot another Iceberg
+    # writer made carries none) that of its newest ancestor with one, as the translator resumes
+    carrier = offsets_snapshot(table, snap)
+    summary = carrier.summary.additional_properties if carrier and carrier.summary else {}
     return TablePlan(topic, tuple(files), snap.snapshot_id, offsets_of_summary(summary))
 
 

@@ -49,10 +49,12 @@ def _properties(snapshot: Any) -> Mapping[str, str] | None:
     return None if snapshot.summary is None else snapshot.summary.additional_properties
 
 
-def offsets_snapshot(table: Any) -> Any:
-    """The newest snapshot in the current snapshot's ancestry (itself included) whose summary
-    carries the offsets map, or None (no commit of Gregor's is in the table's history)."""
-    snapshot = table.current_snapshot()
+def offsets_snapshot(table: Any, snapshot: Any = None) -> Any:
+    """The newest snapshot in the ancestry of ``snapshot`` (by default the current one; itself
+    included) whose summary carries the offsets map, or None (no commit of Gregor's is in the
+    table's history)."""
+    if snapshot is None:
+        snapshot = table.current_snapshot()
     while snapshot is not None:
         properties = _properties(snapshot)
         if properties and OFFSETS in properties:
