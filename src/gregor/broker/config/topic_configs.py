@@ -114,10 +114,6 @@ def _remote_storage(v: str) -> str | None:
     return "tiered storage is not supported by this broker" if v.strip().lower() == "true" else None
 
 
-def _iceberg_mode(v: str) -> str | None:
-    return tables_settings.mode_error(v)
-
-
 def _s(name: str, default: object, scale: int = 1) -> Synonym:
     return Synonym(name, None if default is None else str(default), scale)
 
@@ -207,8 +203,7 @@ TOPIC_CONFIGS: tuple[TopicConfigDef, ...] = (
         _T.STRING,
         sv.ID_LEVEL,
         "How deep confluent.key.schema.validation checks a key: 'id' (its schema id, as "
-        "Confluent Server does) or 'decode' (the payload must also decode completely against "
-        "the id's Avro, JSON Schema or Protobuf schema).",
+        "Confluent Server does) or 'decode' (it must also decode with that id's schema).",
         choices=sv.LEVELS,
     ),
     TopicConfigDef(
@@ -216,8 +211,7 @@ TOPIC_CONFIGS: tuple[TopicConfigDef, ...] = (
         _T.STRING,
         sv.ID_LEVEL,
         "How deep confluent.value.schema.validation checks a value: 'id' (its schema id, as "
-        "Confluent Server does) or 'decode' (the payload must also decode completely against "
-        "the id's Avro, JSON Schema or Protobuf schema).",
+        "Confluent Server does) or 'decode' (it must also decode with that id's schema).",
         choices=sv.LEVELS,
     ),
     TopicConfigDef(
@@ -267,7 +261,7 @@ TOPIC_CONFIGS: tuple[TopicConfigDef, ...] = (
         "Whether the topic is also an Iceberg table: 'disabled', or 'key_value' (key, value, "
         "headers, timestamp, partition and offset columns).",
         choices=tables_settings.MODES,
-        check=_iceberg_mode,
+        check=tables_settings.mode_error,
     ),
     TopicConfigDef(
         tables_settings.TARGET_LAG_MS,

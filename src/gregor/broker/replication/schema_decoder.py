@@ -11,7 +11,7 @@ reason, which names the schema id:
 
 * Avro: fastavro parses the schema (with its references); the parsed schema becomes a program
   of nodes (``_AvroProgram``) that the record walk's Avro payload walk follows over the bytes
-  (``walk.avro_validator``: compiled, with ``_scan_py.AvroValidator`` its reference): every
+  (``walk.avro_validator``: compiled, with ``_avro_py.AvroValidator`` its reference): every
   value read as Avro's binary encoding reads it, no objects made, and no byte left over.
   fastavro's own ``schemaless_reader`` decodes into Python objects (5 to 10 us a 1 KB record
   here, as much as the broker's whole produce path of it) and its compiled reader recurses on
@@ -39,9 +39,9 @@ import base64
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gregor.protocol.records._scan_py import (
+from gregor.protocol.records._avro_py import (
     AVRO_ARRAY,
     AVRO_BOOLEAN,
     AVRO_BYTES,
@@ -59,8 +59,13 @@ from gregor.protocol.records._scan_py import (
 )
 from gregor.protocol.records.walk import avro_validator
 
+if TYPE_CHECKING:
+    from google.protobuf.descriptor_pb2 import FileDescriptorProto
+
 #: at most this many message indexes after a Protobuf payload's id
 MAX_MESSAGE_INDEXES = 64
+#: a payload's check: None, or why it does not decode
+Check = Callable[[bytes], str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,11 +145,11 @@ def _refuse(schema_id: int, why: str) -> Callable[[bytes], str | None]:
 # --- Avro ---
 
 
-def _avro(schema: str, references: tuple[Reference, ...]) -> Any:
+def _avro(schema: str, references: tuple[Reference, ...]) -> Check:
     """The record walk's validator of the Avro schema (fastavro parses it)."""
     import fastavro
 
-    named: dict[str, Any] = {}
+    named: dict[str, dict[str, object]] = {}
     for ref in references:
         if ref.schema_type != "AVRO":
             raise ValueError(f"reference {ref.name!r} is {ref.schema_type}, not AVRO")
@@ -167,11 +172,11 @@ _PRIMITIVES = {
 
 class _AvroProgram:
     """fastavro's parsed schema (named types by full name in ``named``) as the record walk's
-    program of nodes (``_scan_py.AvroValidator``): node 0 the schema, a named type one node
+    program of nodes (``_avro_py.AvroValidator``): node 0 the schema, a named type one node
     however often it is used (a recursive schema refers back to it), logical types as their
     underlying type."""
 
-    def __init__(self, named: dict[str, Any]) -> None:
+    def __init__(self, named: dict[str, dict[str, object]]) -> None:
         self.named = named
         self.kinds: list[int] = []
         self.a: list[int] = []
@@ -179,7 +184,7 @@ class _AvroProgram:
         self.children: list[int] = []
         self._by_name: dict[str, int] = {}
 
-    def build(self, parsed: Any) -> tuple[list[int], list[int], list[int], list[int]]:
+    def build(self, parsed: object) -> tuple[list[int], list[int], list[int], list[int]]:
         self._node(parsed)
         zero = [False] * len(self.kinds)  # which nodes take no bytes: a fixed point
         changed = True
@@ -207,7 +212,7 @@ class _AvroProgram:
         self.b.append(b)
         return len(self.kinds) - 1
 
-    def _node(self, t: Any) -> int:
+    def _node(self, t: object) -> int:
         if isinstance(t, str):
             if t in _PRIMITIVES:
                 return self._add(_PRIMITIVES[t])
@@ -254,7 +259,7 @@ class _AvroProgram:
 # --- JSON Schema ---
 
 
-def _json(schema_id: int, schema: str, references: tuple[Reference, ...]) -> Any:
+def _json(schema_id: int, schema: str, references: tuple[Reference, ...]) -> Check:
     import jsonschema
     import referencing
     import referencing.jsonschema
@@ -302,9 +307,9 @@ def _json(schema_id: int, schema: str, references: tuple[Reference, ...]) -> Any
 # --- Protobuf ---
 
 
-def _protobuf(schema_id: int, schema: str, references: tuple[Reference, ...]) -> Any:
+def _protobuf(schema_id: int, schema: str, references: tuple[Reference, ...]) -> Check:
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-    from google.protobuf.message import DecodeError
+    from google.protobuf.message import DecodeError, Message
 
     pool = descriptor_pool.DescriptorPool()
     files = []
@@ -325,10 +330,10 @@ def _protobuf(schema_id: int, schema: str, references: tuple[Reference, ...]) ->
         pool.Add(f)
     pool.Add(main)
     package = f"{main.package}." if main.package else ""
-    classes: dict[tuple[int, ...], Any] = {}
+    classes: dict[tuple[int, ...], type[Message]] = {}
     prefix = f"does not decode with schema id {schema_id} (PROTOBUF)"
 
-    def message_class(path: tuple[int, ...]) -> Any:
+    def message_class(path: tuple[int, ...]) -> type[Message] | None:
         cls = classes.get(path)
         if cls is None:
             msgs: Any = main.message_type
@@ -380,7 +385,7 @@ def _zigzag(data: bytes, pos: int) -> tuple[int | None, int]:
     return None, pos
 
 
-def _well_known() -> list[Any]:
+def _well_known() -> list[FileDescriptorProto]:
     from google.protobuf import (
         any_pb2,
         api_pb2,

@@ -275,7 +275,7 @@ class SchemaLookup:
             return _unusable(schema_id, why)
         return decoder_for(schema_id, schema_type, schema["schema"], tuple(refs))
 
-    async def _get(self, path: str) -> Any:
+    async def _get(self, path: str) -> object:
         """The JSON body of a 200, None for the registry's "not found"; else raises."""
         import aiohttp
 

@@ -84,7 +84,7 @@ def schema_ids(data: Buffer, count: int, value: bool) -> list[int]:
 
 def avro_validator(kinds: list[int], a: list[int], b: list[int], children: list[int]) -> Any:
     """The Avro payload walk of a schema given as a program of nodes (see
-    ``_scan_py.AvroValidator``): an object whose ``check(payload)`` answers None or why not."""
+    ``_avro_py.AvroValidator``): an object whose ``check(payload)`` answers None or why not."""
     return _impl.AvroValidator(kinds, a, b, children)
 
 
