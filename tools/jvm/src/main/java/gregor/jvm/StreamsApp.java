@@ -27,8 +27,8 @@ import org.apache.logging.log4j.core.config.Configurator;
  * exactly one output record and a page's window counts 1, 2, ..., n on the output.
  *
  * <p>Arguments: bootstrap-servers application-id input output state-dir. It prints "STATE
- * new-state" lines on stdout and closes cleanly on SIGTERM, then prints "CLOSED true" (or
- * "CLOSED false" when the close did not finish within its 120 s). Streams' own INFO lines
+ * new-state" lines on stdout and closes cleanly on SIGTERM, then prints "CLOSED true STATE" (or
+ * "CLOSED false STATE" when the close did not finish within its 120 s). Streams' own INFO lines
  * (state transitions, each step of a shutdown) go to stderr, so a slow close can be read there.
  */
 public final class StreamsApp {
@@ -65,7 +65,10 @@ public final class StreamsApp {
         });
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             boolean done = streams.close(Duration.ofSeconds(120));
-            System.out.println("CLOSED " + done);
+            // the client's state read after close returned: the listener's own "STATE
+            // NOT_RUNNING" line may come after this one, or not at all (Streams calls the
+            // listener after waking close's waiter, and the JVM halts once this hook ends)
+            System.out.println("CLOSED " + done + " " + streams.state());
             System.out.flush();
             closed.countDown();
         }));
