@@ -107,7 +107,9 @@ sasl also basic.auth.user.info=USER:PASSWORD). One registry writes to a topic at
 run one per --topic (a writer election comes later). With --auth sasl each request's
 basic-auth user and password are checked by logging in to the cluster as that user (its
 PLAIN or SCRAM users; a successful login is remembered for 60 s); without it there is no
-login, so a listener beyond loopback needs --insecure-no-auth. Passwords over plain HTTP
+login, so a listener beyond loopback needs --insecure-no-auth. With --authorizer acl each
+request also needs the registry ACL of its operation (added with gregor acls --subject or
+--registry, kept in the --acl-topic every registry of the cluster reads). Passwords over plain HTTP
 beyond loopback need --insecure-plain-http (or serve https with --tls-cert).
 """,
 )
@@ -137,6 +139,26 @@ beyond loopback need --insecure-plain-http (or serve https with --tls-cert).
     help="sasl: every request needs HTTP basic auth with a Kafka user's name and password, "
     "checked by logging in to the cluster as that user (the client settings' SASL mechanism: "
     "PLAIN or SCRAM).",
+)
+@click.option(
+    "--authorizer",
+    type=click.Choice(["none", "acl"]),
+    default="none",
+    show_default=True,
+    help="acl: each request needs the registry ACL of its operation (gregor acls --subject / "
+    "--registry; Confluent's ACL authorizer); needs --auth sasl.",
+)
+@click.option(
+    "--acl-topic",
+    default=None,
+    help="The topic of the registry's ACLs (default: --topic suffixed with _acl).",
+)
+@click.option(
+    "--super-user",
+    "super_users",
+    multiple=True,
+    metavar="User:NAME",
+    help="With --authorizer acl, a principal allowed everything; repeatable.",
 )
 @click.option(
     "--tls-cert",
@@ -172,6 +194,9 @@ def schema_registry(
     topic: str,
     replication_factor: int,
     auth: str,
+    authorizer: str,
+    acl_topic: str | None,
+    super_users: tuple[str, ...],
     tls_cert: str | None,
     tls_key: str | None,
     insecure_no_auth: bool,
@@ -207,6 +232,13 @@ def schema_registry(
             f"{listener} is beyond loopback and plain http: passwords would cross the network "
             "in clear (serve https with --tls-cert, or pass --insecure-plain-http)"
         )
+    if authorizer == "acl" and auth != "sasl":
+        raise click.UsageError(
+            "--authorizer acl needs to know who is asking: it needs --auth sasl (basic auth)"
+        )
+    for su in super_users:
+        if not su.startswith("User:") or len(su) == len("User:"):
+            raise click.BadParameter(f"{su!r} is not User:NAME", param_hint="--super-user")
     if not topic or len(topic) > 249:
         raise click.BadParameter("a topic name of 1 to 249 characters", param_hint="--topic")
     cfg = client_config(bootstrap_server, properties)
@@ -243,6 +275,9 @@ def schema_registry(
                 replication_factor=replication_factor,
                 auth=checker,
                 tls=tls,
+                authorizer=authorizer,
+                acl_topic=acl_topic,
+                super_users=super_users,
             )
         )
     except KeyboardInterrupt:
