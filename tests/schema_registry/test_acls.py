@@ -1,14 +1,20 @@
 """The registry's ACL authorizer (``--authorizer acl``): a real SASL broker, real registries
 with basic auth, ACLs added with ``gregor acls --subject / --registry`` into the ACL topic;
 confluent-kafka's ``SchemaRegistryClient`` and Avro serializer as the users, raw HTTP for each
-refusal (Confluent's 403 / 40301). Every test here passes only when the ACLs are enforced."""
+refusal (Confluent's 403 / 40301); the registry beside a broker and a standalone one enforce
+the same ACLs. Every test here passes only when the ACLs are enforced."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
+import re
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
+from urllib.parse import urlsplit
 
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
@@ -16,16 +22,19 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from gregor.broker.config.broker_config import BrokerConfig, ConfigError
 from gregor.schema_registry.acls import Operation, Pattern, Permission, RegistryAcl
 from gregor.schema_registry.auth import AuthConfigError, SaslBasicAuth
 from gregor.schema_registry.authorization import ENDPOINTS
 from gregor.schema_registry.http import make_app
 from gregor.schema_registry.server import SchemaRegistryServer
-from gregor.testing import InProcessBroker
+from gregor.testing import BrokerProcess, InProcessBroker
 from gregor.testing.cli import run_command
+from gregor.testing.ports import free_port
 
 from .conftest import Registry, avro_record
 from .test_auth import basic
+from .test_beside_broker import registry_url
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 USERS |= {"carol": "carol-secret"}
@@ -460,3 +469,82 @@ def test_every_endpoint_has_its_operation() -> None:
         if r.method != "HEAD" and r.resource is not None
     }
     assert routes == set(ENDPOINTS)
+
+
+def status(url: str, path: str, headers: dict[str, str]) -> int:
+    split = urlsplit(url)
+    conn = http.client.HTTPConnection(split.hostname or "", split.port, timeout=120)
+    try:
+        conn.request("GET", path, headers=headers)
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+@pytest.mark.interop  # a broker process and a `gregor schema-registry` process
+def test_the_brokers_registry_and_a_standalone_one_enforce_the_same_acls() -> None:
+    config = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        "schema.registry.listener": f"http://127.0.0.1:{free_port()}",
+        "schema.registry.topic": "_schemas_both",
+        "schema.registry.authentication.method": "BASIC",
+        "schema.registry.authorizer": "acl",
+        "super.users": "User:admin",
+    }
+    with BrokerProcess(config=config) as b:
+        beside = registry_url(b)
+        sasl = b.bootstrap("SASL_PLAINTEXT")
+        standalone = subprocess.Popen(
+            [sys.executable, "-m", "gregor", "schema-registry", "-b", sasl, *ADMIN_X]
+            + ["--topic", "_schemas_both", "--auth", "sasl", "--authorizer", "acl"]
+            + ["--super-user", "User:admin", "--listener", "http://127.0.0.1:0"]
+            + ["--output", "json"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert standalone.stdout is not None
+            alone = json.loads(standalone.stdout.readline())["url"]
+            admin = SchemaRegistryClient(
+                {"url": beside, "basic.auth.user.info": "admin:admin-secret"}
+            )
+            admin.register_schema("both-value", Schema(ORDER, "AVRO"))
+            path = "/subjects/both-value/versions"
+            assert status(beside, path, as_("admin")) == 200
+            until(lambda: status(alone, path, as_("admin")) == 200)
+            for url in (beside, alone):
+                assert status(url, path, as_("bob")) == 403
+                assert status(url, path, {}) == 401
+            code, _, err = run_command(
+                sasl, "acls", "add", "--allow-principal", "User:bob", "--subject", "both-value",
+                "--operation", "SUBJECT_READ", "--acl-topic", "_schemas_both_acl", *ADMIN_X,
+            )  # fmt: skip
+            assert code == 0, err
+            for url in (beside, alone):
+                until(lambda url=url: status(url, path, as_("bob")) == 200)  # type: ignore[misc]
+            assert status(beside, "/subjects/other/versions", as_("bob")) == 403
+        finally:
+            standalone.terminate()
+            standalone.wait(60)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (
+            {"schema.registry.authorizer": "acl"},
+            "schema.registry.authorizer=acl needs to know who is asking",
+        ),
+        ({"schema.registry.authentication.method": "BASIC"}, "SASL_PLAINTEXT listener"),
+        ({"schema.registry.authorizer": "rbac"}, "use NONE or BASIC / none or acl"),
+    ],
+)
+def test_the_broker_refuses_a_registry_authorizer_it_cannot_honour(
+    settings: dict[str, str], message: str
+) -> None:
+    base = {"schema.registry.listener": "http://127.0.0.1:8081"}
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        BrokerConfig.load(None, [f"{k}={v}" for k, v in {**base, **settings}.items()])

@@ -12,7 +12,7 @@ import asyncio
 import json
 import os
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -30,7 +30,9 @@ EXTRA_NEEDED = (
 def beside_broker(host: str, port: int, topic: str) -> Companion:
     """The schema registry beside a broker (``schema.registry.listener``): started once the
     broker listens, it reads ``topic`` to its end before it answers. The broker's config has
-    checked the address (loopback: the registry has no login yet) and the PLAINTEXT listener."""
+    checked the address (loopback), the PLAINTEXT listener, and for
+    ``schema.registry.authentication.method=BASIC`` / ``schema.registry.authorizer=acl`` the
+    SASL listener logins are checked through."""
     try:
         from gregor.schema_registry.server import SchemaRegistryServer
     except ImportError:
@@ -47,7 +49,10 @@ def beside_broker(host: str, port: int, topic: str) -> Companion:
         name, bootstrap = plaintext_bootstrap(broker)
         shown = f"[{host}]" if ":" in host else host
         server = SchemaRegistryServer(
-            {"bootstrap.servers": bootstrap}, f"http://{shown}:{port}", topic=topic
+            {"bootstrap.servers": bootstrap},
+            f"http://{shown}:{port}",
+            topic=topic,
+            **_broker_security(broker),
         )
         try:
             await server.start()
@@ -73,6 +78,32 @@ def beside_broker(host: str, port: int, topic: str) -> Companion:
         return server.stop
 
     return start
+
+
+def _broker_security(broker: Broker) -> dict[str, Any]:
+    """Basic auth and the ACL authorizer of the registry beside ``broker`` (its config has
+    checked them): logins are checked through its SASL_PLAINTEXT listener, super.users are
+    the registry's super users."""
+    from gregor.schema_registry.auth import SaslBasicAuth
+    from gregor.security.authorizer import parse_super_users
+
+    values = broker.config.values
+    login = broker.config.schema_registry_login()
+    if str(values["schema.registry.authentication.method"] or "").upper() != "BASIC" or not login:
+        return {}
+    listener, mechanism = login
+    _, bind_host, bound = next(x for x in broker.bound_listeners if x[0] == listener)
+    target = "127.0.0.1" if bind_host in ("", "0.0.0.0", "::") else bind_host
+    auth = SaslBasicAuth(
+        {
+            "bootstrap.servers": f"{target}:{bound}",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": mechanism,
+        }
+    )
+    authorizer = str(values["schema.registry.authorizer"] or "none").lower()
+    supers = tuple(sorted(parse_super_users(str(values["super.users"] or ""))))
+    return {"auth": auth, "authorizer": authorizer, "super_users": supers}
 
 
 def _loopback(host: str) -> bool:
@@ -107,10 +138,10 @@ sasl also basic.auth.user.info=USER:PASSWORD). One registry writes to a topic at
 run one per --topic (a writer election comes later). With --auth sasl each request's
 basic-auth user and password are checked by logging in to the cluster as that user (its
 PLAIN or SCRAM users; a successful login is remembered for 60 s); without it there is no
-login, so a listener beyond loopback needs --insecure-no-auth. With --authorizer acl each
-request also needs the registry ACL of its operation (added with gregor acls --subject or
---registry, kept in the --acl-topic every registry of the cluster reads). Passwords over plain HTTP
-beyond loopback need --insecure-plain-http (or serve https with --tls-cert).
+login, so a listener beyond loopback needs --insecure-no-auth. Passwords over plain HTTP
+beyond loopback need --insecure-plain-http (or serve https with --tls-cert). With
+--authorizer acl each request also needs the registry ACL of its operation (gregor acls
+--subject / --registry; kept in --acl-topic, which every registry of the cluster reads).
 """,
 )
 @client_options
