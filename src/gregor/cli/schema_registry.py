@@ -272,6 +272,8 @@ def schema_registry(
             raise click.BadParameter(f"{su!r} is not User:NAME", param_hint="--super-user")
     if not topic or len(topic) > 249:
         raise click.BadParameter("a topic name of 1 to 249 characters", param_hint="--topic")
+    if acl_topic is not None and not 0 < len(acl_topic) <= 249:
+        raise click.BadParameter("a topic name of 1 to 249 characters", param_hint="--acl-topic")
     cfg = client_config(bootstrap_server, properties)
     try:
         checker = SaslBasicAuth(cfg) if auth == "sasl" else None
