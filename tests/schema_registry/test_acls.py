@@ -548,3 +548,36 @@ def test_the_broker_refuses_a_registry_authorizer_it_cannot_honour(
     base = {"schema.registry.listener": "http://127.0.0.1:8081"}
     with pytest.raises(ConfigError, match=re.escape(message)):
         BrokerConfig.load(None, [f"{k}={v}" for k, v in {**base, **settings}.items()])
+
+
+def test_the_acl_topics_own_kafka_acls_decide_who_may_change_registry_acls() -> None:
+    config = {
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin",
+        "num.partitions": 1,
+    }
+    with InProcessBroker(config) as b:
+        grant_args = ("acls", "add", "--subject", "orders-value", "--operation", "SUBJECT_READ")
+        code, _, err = run_command(
+            b.bootstrap_servers, *grant_args, "--allow-principal", "User:alice", *ADMIN_X
+        )
+        assert code == 0, err
+        as_bob = [x.replace("admin", "bob") for x in ADMIN_X]
+        code, out, err = run_command(
+            b.bootstrap_servers, *grant_args, "--allow-principal", "User:bob", *as_bob
+        )
+        assert code == 1 and out == ""
+        assert (
+            err
+            == "Error: the ACL topic _schemas_acl: TopicAuthorizationFailedError: _schemas_acl\n"
+        )
+        code, out, err = run_command(
+            b.bootstrap_servers, "acls", "list", "--registry", "--output", "json", *ADMIN_X
+        )
+        assert code == 0, err
+        assert [a["principal"] for a in json.loads(out)] == ["User:alice"]
