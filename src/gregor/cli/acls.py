@@ -9,7 +9,8 @@ on ``--transactional-id``s, IDEMPOTENT_WRITE on the cluster with ``--idempotent`
 ``--consumer`` READ and DESCRIBE on the topics and READ on the ``--group``s. ``remove`` with
 resources but no principal removes every ACL on those resources, and asks first unless
 ``--force``. ``list`` shows the ACLs on the resources named (all of them when none is),
-optionally only those of ``--principal``.
+optionally only those of ``--principal``. With ``--subject`` or ``--registry`` the commands
+manage the schema registry's ACLs instead (``registry_acls``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from gregor.cli import registry_acls
 from gregor.cli.clientopts import client_config, client_options, fail, output_option
 
 if TYPE_CHECKING:
@@ -63,6 +65,23 @@ def _resource_options(fn: Any) -> Any:
                 "users",
                 multiple=True,
                 help="A user resource (User:name); repeatable.",
+            ),
+            click.option(
+                "--subject",
+                "subjects",
+                multiple=True,
+                help="A schema registry subject (or prefix; * for all): registry ACLs; repeatable.",
+            ),
+            click.option(
+                "--registry",
+                is_flag=True,
+                help="The schema registry itself (GLOBAL_ operations); with list: every registry ACL.",
+            ),
+            click.option(
+                "--acl-topic",
+                default="_schemas_acl",
+                show_default=True,
+                help="With --subject / --registry: the registry's ACL topic.",
             ),
         ]
     ):
@@ -285,7 +304,10 @@ def add(bootstrap_server: str, properties: tuple[str, ...], output: str, **kw: A
       gregor acls add --allow-principal User:alice --operation Read --topic events
       gregor acls add --allow-principal User:app --producer --topic orders --transactional-id app-
       gregor acls add --deny-principal User:bob --operation All --topic pay --resource-pattern-type prefixed
+      gregor acls add --allow-principal User:alice --operation SUBJECT_WRITE --subject orders-value
     """
+    if registry_acls.wanted(kw):
+        return registry_acls.add(bootstrap_server, properties, output, kw)
     bindings = _bindings(kw)
     with _admin(bootstrap_server, properties) as admin:
         results = admin.create_acls(bindings)
@@ -330,9 +352,12 @@ def list_acls(bootstrap_server: str, properties: tuple[str, ...], output: str, *
       gregor acls list
       gregor acls list --topic events --output json
       gregor acls list --principal User:alice
+      gregor acls list --registry --output json             # the schema registry's ACLs
     """
     from gregor.client.acls import AclBindingFilter, PatternType
 
+    if registry_acls.wanted(kw):
+        return registry_acls.list_acls(bootstrap_server, properties, output, kw)
     pattern = PatternType.parse(kw["pattern"])
     filters = [AclBindingFilter(kind, name, pattern) for kind, name in _resources(kw)] or [
         AclBindingFilter()
@@ -373,6 +398,12 @@ def remove(
     """
     from gregor.client.acls import AclBindingFilter, PatternType
 
+    if registry_acls.wanted(kw):
+        if not force and not click.confirm(
+            "Are you sure you want to remove these ACLs?", default=False
+        ):
+            fail("nothing removed")
+        return registry_acls.remove(bootstrap_server, properties, output, kw)
     if kw["allow_principals"] or kw["deny_principals"]:
         filters = [_filter_of(b) for b in _bindings(kw)]
     else:

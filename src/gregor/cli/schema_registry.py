@@ -12,7 +12,7 @@ import asyncio
 import json
 import os
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -30,7 +30,9 @@ EXTRA_NEEDED = (
 def beside_broker(host: str, port: int, topic: str) -> Companion:
     """The schema registry beside a broker (``schema.registry.listener``): started once the
     broker listens, it reads ``topic`` to its end before it answers. The broker's config has
-    checked the address (loopback: the registry has no login yet) and the PLAINTEXT listener."""
+    checked the address (loopback), the PLAINTEXT listener, and for
+    ``schema.registry.authentication.method=BASIC`` / ``schema.registry.authorizer=acl`` the
+    SASL listener logins are checked through."""
     try:
         from gregor.schema_registry.server import SchemaRegistryServer
     except ImportError:
@@ -47,7 +49,10 @@ def beside_broker(host: str, port: int, topic: str) -> Companion:
         name, bootstrap = plaintext_bootstrap(broker)
         shown = f"[{host}]" if ":" in host else host
         server = SchemaRegistryServer(
-            {"bootstrap.servers": bootstrap}, f"http://{shown}:{port}", topic=topic
+            {"bootstrap.servers": bootstrap},
+            f"http://{shown}:{port}",
+            topic=topic,
+            **_broker_security(broker),
         )
         try:
             await server.start()
@@ -73,6 +78,32 @@ def beside_broker(host: str, port: int, topic: str) -> Companion:
         return server.stop
 
     return start
+
+
+def _broker_security(broker: Broker) -> dict[str, Any]:
+    """Basic auth and the ACL authorizer of the registry beside ``broker`` (its config has
+    checked them): logins are checked through its SASL_PLAINTEXT listener, super.users are
+    the registry's super users."""
+    from gregor.schema_registry.auth import SaslBasicAuth
+    from gregor.security.authorizer import parse_super_users
+
+    values = broker.config.values
+    login = broker.config.schema_registry_login()
+    if str(values["schema.registry.authentication.method"] or "").upper() != "BASIC" or not login:
+        return {}
+    listener, mechanism = login
+    _, bind_host, bound = next(x for x in broker.bound_listeners if x[0] == listener)
+    target = "127.0.0.1" if bind_host in ("", "0.0.0.0", "::") else bind_host
+    auth = SaslBasicAuth(
+        {
+            "bootstrap.servers": f"{target}:{bound}",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": mechanism,
+        }
+    )
+    authorizer = str(values["schema.registry.authorizer"] or "none").lower()
+    supers = tuple(sorted(parse_super_users(str(values["super.users"] or ""))))
+    return {"auth": auth, "authorizer": authorizer, "super_users": supers}
 
 
 def _loopback(host: str) -> bool:
@@ -108,7 +139,9 @@ run one per --topic (a writer election comes later). With --auth sasl each reque
 basic-auth user and password are checked by logging in to the cluster as that user (its
 PLAIN or SCRAM users; a successful login is remembered for 60 s); without it there is no
 login, so a listener beyond loopback needs --insecure-no-auth. Passwords over plain HTTP
-beyond loopback need --insecure-plain-http (or serve https with --tls-cert).
+beyond loopback need --insecure-plain-http (or serve https with --tls-cert). With
+--authorizer acl each request also needs the registry ACL of its operation (gregor acls
+--subject / --registry; kept in --acl-topic, which every registry of the cluster reads).
 """,
 )
 @client_options
@@ -137,6 +170,26 @@ beyond loopback need --insecure-plain-http (or serve https with --tls-cert).
     help="sasl: every request needs HTTP basic auth with a Kafka user's name and password, "
     "checked by logging in to the cluster as that user (the client settings' SASL mechanism: "
     "PLAIN or SCRAM).",
+)
+@click.option(
+    "--authorizer",
+    type=click.Choice(["none", "acl"]),
+    default="none",
+    show_default=True,
+    help="acl: each request needs the registry ACL of its operation (gregor acls --subject / "
+    "--registry; Confluent's ACL authorizer); needs --auth sasl.",
+)
+@click.option(
+    "--acl-topic",
+    default=None,
+    help="The topic of the registry's ACLs (default: --topic suffixed with _acl).",
+)
+@click.option(
+    "--super-user",
+    "super_users",
+    multiple=True,
+    metavar="User:NAME",
+    help="With --authorizer acl, a principal allowed everything; repeatable.",
 )
 @click.option(
     "--tls-cert",
@@ -172,6 +225,9 @@ def schema_registry(
     topic: str,
     replication_factor: int,
     auth: str,
+    authorizer: str,
+    acl_topic: str | None,
+    super_users: tuple[str, ...],
     tls_cert: str | None,
     tls_key: str | None,
     insecure_no_auth: bool,
@@ -207,8 +263,17 @@ def schema_registry(
             f"{listener} is beyond loopback and plain http: passwords would cross the network "
             "in clear (serve https with --tls-cert, or pass --insecure-plain-http)"
         )
+    if authorizer == "acl" and auth != "sasl":
+        raise click.UsageError(
+            "--authorizer acl needs to know who is asking: it needs --auth sasl (basic auth)"
+        )
+    for su in super_users:
+        if not su.startswith("User:") or len(su) == len("User:"):
+            raise click.BadParameter(f"{su!r} is not User:NAME", param_hint="--super-user")
     if not topic or len(topic) > 249:
         raise click.BadParameter("a topic name of 1 to 249 characters", param_hint="--topic")
+    if acl_topic is not None and not 0 < len(acl_topic) <= 249:
+        raise click.BadParameter("a topic name of 1 to 249 characters", param_hint="--acl-topic")
     cfg = client_config(bootstrap_server, properties)
     try:
         checker = SaslBasicAuth(cfg) if auth == "sasl" else None
@@ -243,6 +308,9 @@ def schema_registry(
                 replication_factor=replication_factor,
                 auth=checker,
                 tls=tls,
+                authorizer=authorizer,
+                acl_topic=acl_topic,
+                super_users=super_users,
             )
         )
     except KeyboardInterrupt:

@@ -6,10 +6,11 @@ Confluent's record layout (``records``), so a topic written by Confluent Schema 
 Karapace is read unchanged and the other way round. At start the store (``store``) reads the
 topic from the beginning into ``state``; changes are appended with ``acks=all`` and answered
 once read back. ``registry`` holds the rules (ids, versions, compatibility, deletes, modes),
-``formats`` the three schema types (Avro, JSON Schema, Protobuf), ``http`` the REST API and
+``formats`` the three schema types (Avro, JSON Schema, Protobuf), ``http`` the REST API,
+``auth`` its basic auth against the cluster's users, ``acls`` and ``authorization`` the ACL
+authorizer (ACLs in the ``_schemas_acl`` topic, each endpoint's operation enforced) and
 ``server`` the process that ``gregor schema-registry`` runs.
 
 One registry process writes to a topic (it allocates the ids); electing that writer among
-brokers, forwarding from the others, serving the API from the broker, validation on produce
-and authentication are later parts of issue 38.
+brokers and forwarding from the others are later parts of issue 38.
 """

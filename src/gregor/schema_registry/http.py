@@ -38,6 +38,8 @@ MAX_ID = 2**31 - 1
 REGISTRY: web.AppKey[SchemaRegistry] = web.AppKey("schema_registry", SchemaRegistry)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+#: Set by the ACL authorizer: which subjects a listing may show (absent: all of them).
+VISIBLE: web.RequestKey[Callable[[str], bool]] = web.RequestKey("visible_subjects")
 
 
 def answer(data: Any, status: int = 200) -> web.Response:
@@ -164,6 +166,11 @@ def _version_json(sv: SchemaVersion, schema: str) -> dict[str, Any]:
     return out
 
 
+def _visible(request: web.Request, subject: str) -> bool:
+    visible = request.get(VISIBLE)
+    return visible is None or visible(subject)
+
+
 def _registry(request: web.Request) -> SchemaRegistry:
     return request.app[REGISTRY]
 
@@ -191,7 +198,7 @@ async def list_schemas(request: web.Request) -> web.Response:
     latest_only = _flag(request, "latestOnly")
     out = []
     for subject in reg.state.all_subjects():
-        if not subject.startswith(prefix):
+        if not subject.startswith(prefix) or not _visible(request, subject):
             continue
         versions = reg.state.versions(subject, deleted=deleted)
         if latest_only:
@@ -231,7 +238,8 @@ async def subjects_by_id(request: web.Request) -> web.Response:
     users = reg.id_users(
         _schema_id(request), request.query.get("subject"), _flag(request, "deleted")
     )
-    return answer(_page(request, sorted({sv.subject for sv in users})))
+    subjects = {sv.subject for sv in users if _visible(request, sv.subject)}
+    return answer(_page(request, sorted(subjects)))
 
 
 @routes.get("/schemas/ids/{id}/versions")
@@ -240,7 +248,10 @@ async def versions_by_id(request: web.Request) -> web.Response:
     users = reg.id_users(
         _schema_id(request), request.query.get("subject"), _flag(request, "deleted")
     )
-    return answer(_page(request, [{"subject": sv.subject, "version": sv.version} for sv in users]))
+    visible = [sv for sv in users if _visible(request, sv.subject)]
+    return answer(
+        _page(request, [{"subject": sv.subject, "version": sv.version} for sv in visible])
+    )
 
 
 @routes.get("/subjects")
@@ -251,7 +262,7 @@ async def list_subjects(request: web.Request) -> web.Response:
         _flag(request, "deleted"),
         _flag(request, "deletedOnly") or _flag(request, "deleted_only"),
     )
-    return answer(_page(request, subjects))
+    return answer(_page(request, [s for s in subjects if _visible(request, s)]))
 
 
 @routes.get("/subjects/{subject}/versions")

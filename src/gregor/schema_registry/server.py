@@ -1,8 +1,9 @@
 """Running a registry: the store read to its end, then the REST API on its listener.
 
 ``SchemaRegistryServer`` owns the pieces (state, store, registry, aiohttp runner); ``start``
-reads the ``_schemas`` topic before it listens, so the first answer already reflects every
-schema, and ``stop`` closes the listener before the store. ``run_forever`` is what
+reads the ``_schemas`` topic before it listens (and, with the ACL authorizer, its ACL topic),
+so the first answer already reflects every schema and ACL, and ``stop`` closes the listener
+before the stores. ``run_forever`` is what
 ``gregor schema-registry`` runs.
 """
 
@@ -16,7 +17,9 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from gregor.schema_registry.auth import SaslBasicAuth, auth_middleware
+from gregor.schema_registry.acls import ACL_TOPIC_SUFFIX, AclState, AclStore, RegistryAuthorizer
+from gregor.schema_registry.auth import AuthConfigError, SaslBasicAuth, auth_middleware
+from gregor.schema_registry.authorization import acl_middleware
 from gregor.schema_registry.http import make_app
 from gregor.schema_registry.registry import SchemaRegistry
 from gregor.schema_registry.state import RegistryState
@@ -48,6 +51,10 @@ def parse_listener(url: str, *, tls: bool = False) -> tuple[str, int]:
     return split.hostname, port
 
 
+#: The authorizers ``--authorizer`` names (Confluent's ``confluent.schema.registry.authorizer.class``).
+AUTHORIZERS = ("none", "acl")
+
+
 class SchemaRegistryServer:
     def __init__(
         self,
@@ -59,7 +66,16 @@ class SchemaRegistryServer:
         timeout_s: float = 30.0,
         auth: SaslBasicAuth | None = None,
         tls: ssl.SSLContext | None = None,
+        authorizer: str = "none",
+        acl_topic: str | None = None,
+        super_users: tuple[str, ...] = (),
     ) -> None:
+        if authorizer not in AUTHORIZERS:
+            raise AuthConfigError(f"unknown authorizer {authorizer!r} (known: {AUTHORIZERS})")
+        if authorizer == "acl" and auth is None:
+            raise AuthConfigError(
+                "the ACL authorizer needs to know who is asking: turn on basic auth (--auth sasl)"
+            )
         self.host, self.port = parse_listener(listener, tls=tls is not None)
         self.auth = auth
         self.tls = tls
@@ -72,6 +88,19 @@ class SchemaRegistryServer:
             timeout_s=timeout_s,
         )
         self.registry = SchemaRegistry(self.state, self.store)
+        self.acls: AclState | None = None
+        self.acl_store: AclStore | None = None
+        self.authorizer: RegistryAuthorizer | None = None
+        if authorizer == "acl":
+            self.acls = AclState()
+            self.acl_store = AclStore(
+                client_config,
+                self.acls,
+                topic=acl_topic or topic + ACL_TOPIC_SUFFIX,
+                replication_factor=replication_factor,
+                timeout_s=timeout_s,
+            )
+            self.authorizer = RegistryAuthorizer(self.acls, super_users)
         self._runner: web.AppRunner | None = None
         self.bound_port = 0
 
@@ -83,7 +112,11 @@ class SchemaRegistryServer:
     async def start(self) -> SchemaRegistryServer:
         try:
             await self.store.start()
+            if self.acl_store is not None:
+                await self.acl_store.start()  # every ACL read before the first answer
             middlewares = [auth_middleware(self.auth)] if self.auth is not None else []
+            if self.authorizer is not None:
+                middlewares.append(acl_middleware(self.authorizer))
             self._runner = web.AppRunner(make_app(self.registry, middlewares), access_log=None)
             await self._runner.setup()
             site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.tls)
@@ -99,6 +132,8 @@ class SchemaRegistryServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self.acl_store is not None:
+            await self.acl_store.close()
         await self.store.close()
 
     async def __aenter__(self) -> SchemaRegistryServer:
@@ -117,6 +152,9 @@ async def run_forever(
     replication_factor: int = -1,
     auth: SaslBasicAuth | None = None,
     tls: ssl.SSLContext | None = None,
+    authorizer: str = "none",
+    acl_topic: str | None = None,
+    super_users: tuple[str, ...] = (),
 ) -> None:
     async with SchemaRegistryServer(
         client_config,
@@ -125,6 +163,9 @@ async def run_forever(
         replication_factor=replication_factor,
         auth=auth,
         tls=tls,
+        authorizer=authorizer,
+        acl_topic=acl_topic,
+        super_users=super_users,
     ) as server:
         ready(server.url)
         await asyncio.Event().wait()

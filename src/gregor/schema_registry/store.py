@@ -96,6 +96,10 @@ class KafkaStore:
         )
         end = (await self._consumer.end_offsets([self.tp]))[self.tp]
         await self.wait_for(end - 1)
+        await self._started()
+
+    async def _started(self) -> None:
+        """Read to the end found at start: prove it with a NOOP written and read back."""
         await self.write(Key("NOOP"), None)
         log.info(
             "schema registry store ready: %s at offset %d, %d subjects, highest id %d",
@@ -164,7 +168,7 @@ class KafkaStore:
             try:
                 records = await consumer.poll(timeout_ms=500)
                 for rec in records:
-                    self.state.apply(decode_key(rec.key), rec.value)
+                    self._apply(rec.key, rec.value)
                     self._position = rec.offset + 1
                 position = await consumer.position(self.tp)
                 if position is not None and position > self._position:
@@ -177,6 +181,9 @@ class KafkaStore:
                 continue
             async with self._progress:
                 self._progress.notify_all()
+
+    def _apply(self, key: bytes | None, value: bytes | None) -> None:
+        self.state.apply(decode_key(key), value)
 
     async def wait_for(self, offset: int) -> None:
         """Until the reader has applied ``offset`` (a store timeout error otherwise)."""
@@ -194,14 +201,13 @@ class KafkaStore:
                 except TimeoutError:
                     pass
 
-    async def write(self, key: Key, value: bytes | None) -> int:
+    async def write(self, key: Key | bytes, value: bytes | None) -> int:
         """Append a record, wait until it is read back; its offset."""
         assert self._producer is not None
+        raw_key = key if isinstance(key, bytes) else key.encode()
         try:
             meta = await asyncio.wait_for(
-                self._producer.send_and_wait(
-                    self.topic, value=value, key=key.encode(), partition=0
-                ),
+                self._producer.send_and_wait(self.topic, value=value, key=raw_key, partition=0),
                 self.timeout_s,
             )
         except TimeoutError:

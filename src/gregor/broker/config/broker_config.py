@@ -393,9 +393,9 @@ class BrokerConfig:
         )
 
     def _check_schema_registry(self) -> None:
-        """``schema.registry.listener``: ``http://HOST:PORT`` on loopback (the registry has no
-        login yet), reaching the broker through a PLAINTEXT listener, and on a single broker
-        (one registry writes a topic's ids; a cluster-wide writer election is not built yet)."""
+        """``schema.registry.listener``: ``http://HOST:PORT`` on loopback (plain http), reaching
+        the broker through a PLAINTEXT listener, on a single broker (one registry writes a
+        topic's ids; a cluster-wide writer election is not built yet); its login and ACLs."""
         why = registry_url_error(self.values["confluent.schema.registry.url"])
         if why is not None:
             raise ConfigError(why)
@@ -422,7 +422,7 @@ class BrokerConfig:
             raise ConfigError(f"{key}: use http://host:port (e.g. http://127.0.0.1:8081)") from None
         if not _is_loopback(self.schema_registry_address[0]):
             raise ConfigError(
-                f"{key}: the schema registry has no login yet, so it serves on a loopback "
+                f"{key}: the schema registry beside the broker serves plain http, so on a loopback "
                 "address only (127.0.0.1, ::1, localhost)"
             )
         if not any(
@@ -443,6 +443,34 @@ class BrokerConfig:
             raise ConfigError(
                 f"schema.registry.topic={topic!r}: a topic name (1 to 249 of [A-Za-z0-9._-])"
             )
+        method = str(self.values["schema.registry.authentication.method"] or "NONE").upper()
+        authorizer = str(self.values["schema.registry.authorizer"] or "none").lower()
+        if method not in ("NONE", "BASIC") or authorizer not in ("none", "acl"):
+            raise ConfigError(
+                f"schema.registry.authentication.method={method} / schema.registry.authorizer="
+                f"{authorizer}: use NONE or BASIC / none or acl"
+            )
+        if authorizer == "acl" and method != "BASIC":
+            raise ConfigError(
+                "schema.registry.authorizer=acl needs to know who is asking: set "
+                "schema.registry.authentication.method=BASIC"
+            )
+        if method == "BASIC" and self.schema_registry_login() is None:
+            raise ConfigError(
+                "schema.registry.authentication.method=BASIC checks logins through a "
+                "SASL_PLAINTEXT listener with PLAIN or SCRAM enabled; this broker has none"
+            )
+
+    def schema_registry_login(self) -> tuple[str, str] | None:
+        """(listener, mechanism) through which the registry beside the broker checks logins."""
+        for listener in self.listeners:
+            sec = self.listener_security.get(listener.name)
+            if sec is None or self.security_protocol(listener.name) != "SASL_PLAINTEXT":
+                continue
+            for mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+                if mechanism in sec.mechanisms:
+                    return listener.name, mechanism
+        return None
 
     def _check_connection_limits(self) -> None:
         try:

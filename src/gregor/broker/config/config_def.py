@@ -466,6 +466,22 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
         "The compacted topic the schema registry beside the broker keeps its schemas in.",
     ),
     ConfigKey(
+        "schema.registry.authentication.method",
+        "string",
+        "NONE",
+        "NONE or BASIC: every request to the registry beside the broker needs HTTP basic auth "
+        "with a user of the broker's first SASL_PLAINTEXT listener (PLAIN or SCRAM), checked by "
+        "logging in through that listener.",
+    ),
+    ConfigKey(
+        "schema.registry.authorizer",
+        "string",
+        "none",
+        "none or acl: the registry beside the broker enforces the registry ACLs kept in "
+        "schema.registry.topic + _acl (gregor acls --subject / --registry); super.users may do "
+        "everything. acl needs schema.registry.authentication.method=BASIC.",
+    ),
+    ConfigKey(
         "metrics.listener",
         "string",
         None,
