@@ -478,6 +478,44 @@ def test_a_torn_transaction_without_a_late_end_txn_is_an_anomaly() -> None:
 
 
 @pytest.mark.parametrize(
+    ("client_id", "at", "allowed"),
+    [
+        ("chaos-p5", 22, True),  # its own held EndTxn committed the send before the poll
+        ("chaos-p6", 22, False),  # another producer's EndTxn cannot commit this one
+        (None, 0, False),  # nothing released: reading its own uncommitted send
+    ],
+)
+def test_a_transaction_reading_its_own_send_needs_its_own_late_end_txn(
+    client_id: str | None, at: float, allowed: bool
+) -> None:
+    # Process 5 sends 7 to key 1 and then polls key 1 in the same transaction (consume,
+    # transform, produce, with read_committed); its EndTxn of the transaction before, held,
+    # is released at 22: transaction version 1 commits what this transaction sent so far, and
+    # its consumer reads it (chaos campaign 4, seed 112).
+    h = clean()
+    h.op(
+        5,
+        "txn",
+        [["send", 1, 7, None], ["poll", []]],
+        done=[["send", 1, 7, 1], ["poll", [[1, 1, 7]]]],
+        t=20,
+        t_done=30,
+        commit_start=29,
+    )
+    if client_id is not None:
+        late_end_txn(h, client_id, at)
+    h.t = 40  # the final read comes last
+    report = check(finish(h, [(1, 1, 7)]))
+    if allowed:
+        assert report.anomalies == {}
+        (pre,) = report.allowed["late-end-txn"]
+        assert (pre["anomaly"], pre["held"]["released_at"]) == ("precommitted-read", 22)
+    else:
+        assert set(report.anomalies) == {"precommitted-read"}
+        assert "late-end-txn" not in report.allowed
+
+
+@pytest.mark.parametrize(
     ("client_id", "at", "api_version"),
     [
         ("chaos-p6", 22, 1),  # another producer's (a zombie's) EndTxn: the coordinator's bug

@@ -102,13 +102,18 @@ def table_rows(data_dir: Path, topic: str) -> list[Row]:
 
 
 def end_offsets(
-    bootstrap: str, topic: str, partitions: int, isolation: str = "read_committed"
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    isolation: str = "read_committed",
+    timeout: float = 30.0,
 ) -> dict[int, int]:
-    """Each partition's last stable offset (the read_committed end), or high watermark."""
+    """Each partition's last stable offset (the read_committed end), or high watermark; a
+    KafkaException when a broker does not answer within ``timeout`` seconds."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "ends", "isolation.level": isolation})
     try:
         return {
-            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)[1]
+            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout, cached=False)[1]
             for p in range(partitions)
         }
     finally:

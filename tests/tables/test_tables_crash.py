@@ -68,8 +68,14 @@ def produce_until_dead(
     p.flush(0)
 
 
-def caught_up(broker: BrokerProcess, table: CommittedOffsets) -> bool:
-    ends = end_offsets(broker.bootstrap_servers, TOPIC, PARTITIONS)
+#: How long one probe of a round's wait asks for the end offsets: the broker may die while it
+#: is asked (then the next probe sees it dead instead of a 30 s client timeout running out);
+#: a probe that gets no answer in time is only repeated.
+PROBE_TIMEOUT_S = 3.0
+
+
+def caught_up(broker: BrokerProcess, table: CommittedOffsets, timeout: float = 30.0) -> bool:
+    ends = end_offsets(broker.bootstrap_servers, TOPIC, PARTITIONS, timeout=timeout)
     committed = table()
     return all(committed.get(p) == end for p, end in ends.items() if end > 0)
 
@@ -79,8 +85,8 @@ def died_or_caught_up(broker: BrokerProcess, table: CommittedOffsets) -> bool:
     if broker.proc.poll() is not None:
         return True
     try:
-        return caught_up(broker, table)
-    except KafkaException:  # it died while we asked
+        return caught_up(broker, table, PROBE_TIMEOUT_S)
+    except KafkaException:  # it died while we asked, or did not answer in time: ask again
         return False
 
 

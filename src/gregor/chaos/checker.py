@@ -234,7 +234,9 @@ def _check_reads(
             early = never or r.op.t_done < (start if start is not None else w.op.t_invoke)
             if own or early:
                 pre = {**example, "commit_start": start}
-                held = None if own else _late_end_txn(late, w.op, r.op)
+                # (its own read too: the late EndTxn committed what the transaction had sent
+                # so far, which its consumer may then read before the transaction's own commit)
+                held = _late_end_txn(late, w.op, r.op)
                 if held is not None:
                     report.add(
                         "late-end-txn", {"anomaly": "precommitted-read", **pre, "held": held}
