@@ -478,6 +478,35 @@ def test_a_torn_transaction_without_a_late_end_txn_is_an_anomaly() -> None:
 
 
 @pytest.mark.parametrize(
+    ("error", "anomaly"),
+    [
+        # its worker was killed for want of an answer: it may have asked to commit (campaign 4,
+        # seed 108: kafka-python's commit reached the coordinator, which wrote the COMMIT
+        # markers 89 ms after the sends, and the client never returned)
+        ("no answer: worker killed", False),
+        # its client said the commit was never asked for (the abort failed)
+        ("KafkaTimeoutError; abort: KafkaTimeoutError", True),
+    ],
+)
+def test_a_transaction_without_an_answer_may_have_committed(error: str, anomaly: bool) -> None:
+    h = clean()
+    h.op(
+        5,
+        "txn",
+        [["send", 1, 7, None]],
+        type_="info",
+        done=[["send", 1, 7, None]],
+        t=20,
+        t_done=50,
+        error=error,
+    )
+    h.poll(1, [(1, 1, 7)], t=23, t_done=24)
+    h.t = 60  # the final read comes last
+    report = check(finish(h, [(1, 1, 7)]))
+    assert set(report.anomalies) == ({"precommitted-read"} if anomaly else set())
+
+
+@pytest.mark.parametrize(
     ("client_id", "at", "allowed"),
     [
         ("chaos-p5", 22, True),  # its own held EndTxn committed the send before the poll

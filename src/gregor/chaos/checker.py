@@ -229,8 +229,9 @@ def _check_reads(
             own = r.op is w.op
             # A transaction that ended without its client asking to commit (an abort that
             # failed, or an error before the commit) was never to be read, whoever ended it
-            # (one whose abort succeeded is an aborted read, above).
-            never = w.op.done is not None and start is None and w.op.type == "info"
+            # (one whose abort succeeded is an aborted read, above). Its client must have said
+            # so: a worker killed for want of an answer may have asked to commit at any time.
+            never = w.op.answered and start is None and w.op.type == "info"
             early = never or r.op.t_done < (start if start is not None else w.op.t_invoke)
             if own or early:
                 pre = {**example, "commit_start": start}

@@ -55,6 +55,9 @@ WRITERS = ("send", "txn")
 # the error of a transaction the workload told its client to abort (``op["abort"]``): an outcome
 # the run asked for, not a failure
 ABORTED_ON_PURPOSE = "aborted on purpose"
+#: The start of the error of an operation the runner recorded because its worker did not
+#: answer in time (it killed the worker): what the operation did before is unknown.
+NO_ANSWER = "no answer"
 
 
 @dataclass
@@ -99,6 +102,12 @@ class Operation:
 
     def get(self, name: str, default: Any = None) -> Any:
         return default if self.done is None else self.done.get(name, default)
+
+    @property
+    def answered(self) -> bool:
+        """The client's own account of the operation is in the history (it completed, and
+        not because its worker was killed for want of an answer)."""
+        return self.done is not None and not str(self.done.get("error") or "").startswith(NO_ANSWER)
 
     def brief(self) -> dict[str, Any]:
         return {

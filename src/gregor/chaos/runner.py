@@ -32,6 +32,7 @@ from gregor.chaos.checker import Report, check
 from gregor.chaos.cluster import ChaosCluster
 from gregor.chaos.history import HistoryWriter, Op
 from gregor.chaos.nemesis import Nemesis, wait_for
+from gregor.chaos.observations import NO_ANSWER
 from gregor.chaos.worker import serve
 from gregor.chaos.workload import PARTITIONS, Slot, Workload, key_of, topic_partition, topics
 
@@ -211,7 +212,7 @@ class SlotRunner(threading.Thread):
                     "type": "info",
                     **base,
                     "value": op.get("value"),
-                    "error": "no answer: worker killed",
+                    "error": f"{NO_ANSWER}: worker killed",
                 }
             )
             self.r.workload.completed(self.slot, op, {"type": "info"})
