@@ -185,3 +185,30 @@ def test_a_warehouse_the_broker_cannot_write_stops_it_and_advances_nothing(
         expected = topic_rows(broker.bootstrap_servers, topic, 2)
         assert len(expected) == 20
         assert table_rows(logs, topic, props) == expected
+
+
+def test_s3_settings_a_broker_cannot_honour_stop_it_at_start() -> None:
+    from gregor.broker.config.broker_config import BrokerConfig, ConfigError
+    from gregor.tables.settings import catalog_settings
+
+    s3 = {"iceberg.warehouse": "s3://lake/tables", "iceberg.s3.endpoint": "http://127.0.0.1:1"}
+    cases = {
+        "not on S3": {"iceberg.s3.endpoint": "http://127.0.0.1:1"},
+        "go together": {**s3, "iceberg.s3.access-key-id": "AKIA"},
+        "is not an http:// or https:// URL": {**s3, "iceberg.s3.endpoint": "127.0.0.1:1"},
+    }
+    for why, props in cases.items():
+        with pytest.raises(ConfigError, match=why):
+            BrokerConfig(props)
+    with pytest.raises(ConfigError, match="path-style-access"):
+        BrokerConfig({**s3, "iceberg.s3.path-style-access": "maybe"})
+    # pyiceberg's FileIO properties: the region defaults with an endpoint; virtual addressing
+    # only when path-style access is off.
+    props = catalog_settings({**s3, "iceberg.s3.path-style-access": "false"}, "/data").properties
+    assert dict(props) == {
+        "warehouse": "s3://lake/tables",
+        "uri": "sqlite:////data/iceberg/catalog.db",
+        "s3.endpoint": "http://127.0.0.1:1",
+        "s3.region": "us-east-1",
+        "s3.force-virtual-addressing": "true",
+    }
