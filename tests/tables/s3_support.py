@@ -90,13 +90,14 @@ def moto_s3() -> Iterator[S3Store]:
             aws_access_key_id="setup",
             aws_secret_access_key="setup",
         )
-        iam.create_user(UserName="gregor")
+        user = f"gregor-{uuid.uuid4().hex[:8]}"  # moto's backends outlive one server
+        iam.create_user(UserName=user)
         policy = {
             "Version": "2012-10-17",
             "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}],
         }
-        iam.put_user_policy(UserName="gregor", PolicyName="s3", PolicyDocument=json.dumps(policy))
-        key = iam.create_access_key(UserName="gregor")["AccessKey"]
+        iam.put_user_policy(UserName=user, PolicyName="s3", PolicyDocument=json.dumps(policy))
+        key = iam.create_access_key(UserName=user)["AccessKey"]
         yield S3Store(endpoint, key["AccessKeyId"], key["SecretAccessKey"])
     finally:
         try:
