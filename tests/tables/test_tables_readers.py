@@ -171,8 +171,9 @@ def check(rows: list[dict], expected: list[Row], types: set[tuple[str, str]]) ->
 
 
 def test_duckdb_polars_and_pyiceberg_read_exactly_the_topic(
-    broker: tuple[InProcessBroker, dict[str, str]],
+    broker: tuple[InProcessBroker, dict[str, str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("POLARS_ICEBERG_PLANNER", "pyiceberg")  # what it does without the plugin
     b, props = broker
     bootstrap = b.bootstrap_servers
     logs = b.data_dir / "logs"
