@@ -35,16 +35,17 @@ def create_table_topic(
     futures[topic].result(30)
 
 
-def open_table(data_dir: Path, topic: str) -> Any:
-    """The topic's table in the catalog of a broker whose first log dir is ``data_dir``."""
-    settings = catalog_settings({}, str(data_dir))
+def open_table(data_dir: Path, topic: str, broker_props: dict[str, str] | None = None) -> Any:
+    """The topic's table in the catalog of a broker whose first log dir is ``data_dir`` (and
+    whose ``iceberg.*`` settings are ``broker_props``)."""
+    settings = catalog_settings(broker_props or {}, str(data_dir))
     catalog = load_catalog(settings.name, **settings.load_properties())
     return catalog.load_table((settings.namespace, topic))
 
 
-def table_exists(data_dir: Path, topic: str) -> bool:
+def table_exists(data_dir: Path, topic: str, broker_props: dict[str, str] | None = None) -> bool:
     try:
-        open_table(data_dir, topic)
+        open_table(data_dir, topic, broker_props)
     except Exception:  # noqa: BLE001 - not created yet (no catalog file, no namespace, no table)
         return False
     return True
@@ -62,30 +63,37 @@ class CommittedOffsets:
     ``committed_offsets`` opens it twice (a SQLAlchemy engine and the catalog's table check
     each time). Each ask still loads the table's current metadata from the catalog."""
 
-    def __init__(self, data_dir: Path, topic: str) -> None:
+    def __init__(
+        self, data_dir: Path, topic: str, broker_props: dict[str, str] | None = None
+    ) -> None:
         self.data_dir = data_dir
         self.topic = topic
+        self.broker_props = broker_props or {}
         self._catalog: Any = None
         self._namespace = ""
 
     def __call__(self) -> dict[int, int]:
         if self._catalog is None:
-            if not table_exists(self.data_dir, self.topic):
+            if not table_exists(self.data_dir, self.topic, self.broker_props):
                 return {}
-            settings = catalog_settings({}, str(self.data_dir))
+            settings = catalog_settings(self.broker_props, str(self.data_dir))
             self._catalog = load_catalog(settings.name, **settings.load_properties())
             self._namespace = settings.namespace
         return table_offsets(self._catalog.load_table((self._namespace, self.topic)))
 
 
-def table_rows(data_dir: Path, topic: str) -> list[Row]:
+def table_rows(data_dir: Path, topic: str, broker_props: dict[str, str] | None = None) -> list[Row]:
     """Every row of the table, ordered by (partition, offset) as the table's files hold them
     (none before the broker made the table)."""
-    if not table_exists(data_dir, topic):
+    if not table_exists(data_dir, topic, broker_props):
         return []
-    t = open_table(data_dir, topic)
+    return rows_of_arrow(open_table(data_dir, topic, broker_props).scan().to_arrow().to_pylist())
+
+
+def rows_of_arrow(records: Iterable[dict[str, Any]]) -> list[Row]:
+    """Table rows (``to_pylist`` dicts of the key_value columns) as sorted :data:`Row` s."""
     out: list[Row] = []
-    for r in t.scan().to_arrow().to_pylist():
+    for r in records:
         ts: datetime = r["timestamp"]
         headers = tuple((h["key"], h["value"]) for h in r["headers"] or ())
         out.append(

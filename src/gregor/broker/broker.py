@@ -387,12 +387,14 @@ class Broker:
 
     def _table_translation(self) -> TableTranslation:
         """Fail closed: a topic that asks for a table stops a broker that cannot write one."""
+        tables = TableTranslation(catalog_settings(self.config.raw, str(self.config.log_dirs[0])))
         for topic in self.store.image.topics.values():
             if TopicTableConfig.of(topic.configs).enabled:
                 require_pyiceberg(topic.name)
                 if self.clustered:
                     require_shared_catalog(topic.name, self.config.raw)
-        return TableTranslation(catalog_settings(self.config.raw, str(self.config.log_dirs[0])))
+                tables.require_writable_warehouse(topic.name)
+        return tables
 
     def _reconcile_tables(self) -> None:
         if self.tables is not None and not self.stopping:

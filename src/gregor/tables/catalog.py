@@ -34,6 +34,7 @@ on a table made before), so a lost commit reaches this module as CommitFailedExc
 from __future__ import annotations
 
 import os
+import uuid
 from typing import Any
 
 import pyarrow as pa
@@ -59,6 +60,24 @@ class OffsetsMoved(Exception):
             f"partition {partition}: the table is at offset {found}, the rows start at {expected}"
         )
         self.found = found
+
+
+def warehouse_error(settings: CatalogSettings) -> str | None:
+    """Why this broker cannot write its warehouse, or None: a probe object is written under it
+    and deleted again, with the FileIO (and so the credentials) the tables' commits use. The
+    error names the warehouse and the store's answer, never the credentials."""
+    from pyiceberg.io import load_file_io
+
+    warehouse = settings.properties["warehouse"].rstrip("/")
+    io = load_file_io(dict(settings.properties), warehouse)
+    probe = f"{warehouse}/.gregor-probe/{uuid.uuid4().hex}"
+    try:
+        with io.new_output(probe).create(overwrite=True) as out:
+            out.write(b"gregor")
+        io.delete(probe)
+    except Exception as e:  # noqa: BLE001 - any failure of the store is the answer
+        return f"the warehouse {warehouse} cannot be written ({type(e).__name__}: {e})"
+    return None
 
 
 class TableCatalog:

@@ -27,6 +27,9 @@ def cluster_catalog(admin: Any) -> ts.CatalogSettings:
         raise CatalogDiscoveryError(f"cannot read the broker's configs: {entries}")
     values = {name: e.value for name, e in entries.items() if e.value is not None}
     props = {k: v for k, v in values.items() if k.startswith("iceberg.")}
+    # The secret key is a password config, described without its value: the reader brings its
+    # own credentials (the AWS environment variables), so the key id goes too.
+    props.pop(ts.S3_ACCESS_KEY_ID, None)
     data_dir = (values.get("log.dirs") or values.get("log.dir") or "").split(",")[0].strip()
     if not os.path.isabs(data_dir) and props.get(ts.CATALOG_TYPE, "sql") == "sql":
         if not props.get(ts.CATALOG_URI) or not props.get(ts.WAREHOUSE):

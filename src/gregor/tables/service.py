@@ -26,7 +26,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gregor.tables.settings import CatalogSettings, TopicTableConfig
+from gregor.tables.settings import (
+    MODE,
+    CatalogSettings,
+    TablesUnavailableError,
+    TopicTableConfig,
+    is_object_store,
+)
 from gregor.tables.source import PartitionSource
 
 if TYPE_CHECKING:
@@ -65,6 +71,22 @@ class TableTranslation:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gregor-tables")
         self._tables: dict[str, TopicTable] = {}
         self._running: dict[tuple[str, int], _Running] = {}
+        self._warehouse_checked = False
+
+    def require_writable_warehouse(self, topic: str) -> None:
+        """Fail closed at start: a topic with a table, and an object-store warehouse this
+        broker cannot write (no such bucket, credentials refused), stops the broker with the
+        store's answer (``gregor.tables.catalog.warehouse_error``; probed once). A warehouse
+        that fails later stops the translators instead: each logs the error and tries again,
+        and nothing is committed meanwhile."""
+        if self._warehouse_checked or not is_object_store(self.settings.properties["warehouse"]):
+            return
+        from gregor.tables.catalog import warehouse_error
+
+        why = warehouse_error(self.settings)
+        if why is not None:
+            raise TablesUnavailableError(f"topic {topic} has {MODE} set, but {why}")
+        self._warehouse_checked = True
 
     @property
     def catalog(self) -> TableCatalog:
@@ -129,7 +151,11 @@ class TableTranslation:
                     table = self._tables.setdefault(topic, opened)
                 break
             except Exception:  # noqa: BLE001 - the catalog may come back; say why meanwhile
-                log.exception("opening the table of topic %s failed", topic)
+                log.exception(
+                    "opening the table of topic %s failed (warehouse %s); trying again",
+                    topic,
+                    self.settings.properties["warehouse"],
+                )
                 await asyncio.sleep(1.0)
         running.translator = PartitionTranslator(
             w.source, table, self.run_catalog, target_lag_ms=w.config.target_lag_ms

@@ -22,8 +22,21 @@ tool can set (``gregor.tables.maintenance``).
 
 Per broker (``server.properties``): ``iceberg.catalog.type`` (``sql``: pyiceberg's SQL catalog
 on SQLite in the broker's first data directory; ``rest`` with ``iceberg.catalog.uri``),
-``iceberg.warehouse`` (where data files go; by default a directory beside that catalog) and
-``iceberg.namespace`` (the tables' namespace, ``gregor``).
+``iceberg.warehouse`` (where data files go; by default a directory beside that catalog, or an
+object store: ``s3://bucket/prefix``) and ``iceberg.namespace`` (the tables' namespace,
+``gregor``).
+
+An S3 warehouse (``s3://``, ``s3a://``, ``s3n://``) is reached with pyiceberg's FileIO
+properties, given as broker configs under the prefix ``iceberg.s3.`` (:func:`file_io_properties`:
+``iceberg.s3.X`` is pyiceberg's ``s3.X``): ``iceberg.s3.endpoint`` (an S3-compatible store's
+URL), ``iceberg.s3.region`` (by default ``us-east-1`` when an endpoint is set: pyiceberg would
+otherwise ask AWS where the bucket is), ``iceberg.s3.path-style-access`` (``true``, the default
+with an endpoint: ``http://host/bucket/key``; ``false``: ``http://bucket.host/key``),
+``iceberg.s3.access-key-id`` with the password ``iceberg.s3.secret-access-key`` (and
+``iceberg.s3.session-token``). Without them the AWS SDK's own chain gives the credentials (the
+``AWS_ACCESS_KEY_ID`` and ``AWS_SECRET_ACCESS_KEY`` environment variables, ``~/.aws``). The
+secrets are broker configs of type password: DescribeConfigs describes them as sensitive,
+without their value, and nothing here logs them.
 
 A mode other than ``disabled`` needs pyiceberg (the ``tables`` extra): without it the topic
 config is refused (:func:`mode_error`) and a broker that finds such a topic at start stops
@@ -45,6 +58,18 @@ CATALOG_TYPE = "iceberg.catalog.type"
 CATALOG_URI = "iceberg.catalog.uri"
 WAREHOUSE = "iceberg.warehouse"
 NAMESPACE = "iceberg.namespace"
+#: Broker configs under this prefix are pyiceberg's FileIO ``s3.*`` properties.
+S3_PREFIX = "iceberg.s3."
+S3_ENDPOINT = "iceberg.s3.endpoint"
+S3_REGION = "iceberg.s3.region"
+S3_PATH_STYLE_ACCESS = "iceberg.s3.path-style-access"
+S3_ACCESS_KEY_ID = "iceberg.s3.access-key-id"
+S3_SECRET_ACCESS_KEY = "iceberg.s3.secret-access-key"
+S3_SESSION_TOKEN = "iceberg.s3.session-token"
+#: The object-store schemes of a warehouse pyiceberg's S3 FileIO writes.
+S3_SCHEMES = ("s3://", "s3a://", "s3n://")
+#: The region an S3-compatible store (an endpoint set) is addressed in when none is given.
+DEFAULT_S3_REGION = "us-east-1"
 
 DISABLED = "disabled"
 KEY_VALUE = "key_value"
@@ -114,7 +139,7 @@ def shared_catalog_error(broker_props: Mapping[str, str]) -> str | None:
             "log directory) would give every partition leader a table of its own; set "
             f"{CATALOG_TYPE}=rest with {CATALOG_URI}, or a SQL catalog every broker reaches"
         )
-    if not warehouse or warehouse.startswith("file:") or "://" not in warehouse:
+    if not is_object_store(warehouse):
         return (
             f"in a cluster, {WAREHOUSE} must be storage every broker reaches (an object store "
             f"such as s3://bucket/path), not this broker's disk"
@@ -154,6 +179,47 @@ class TopicTableConfig:
         )
 
 
+def _bool(name: str, value: str) -> bool:
+    v = value.strip().lower()
+    if v not in ("true", "1", "yes", "false", "0", "no"):
+        raise ValueError(f"{name}={value!r} is not true or false")
+    return v in ("true", "1", "yes")
+
+
+def file_io_properties(broker_props: Mapping[str, str], warehouse: str) -> dict[str, str]:
+    """pyiceberg's FileIO properties of the broker's ``iceberg.s3.*`` configs (see the module's
+    docstring); raises ValueError for settings that cannot reach a store."""
+    given = {k: v.strip() for k, v in broker_props.items() if k.startswith(S3_PREFIX) and v.strip()}
+    if given and not warehouse.startswith(S3_SCHEMES):
+        raise ValueError(
+            f"{', '.join(sorted(given))} set, but {WAREHOUSE}={warehouse} is not on S3 "
+            f"({' or '.join(S3_SCHEMES)})"
+        )
+    if (S3_ACCESS_KEY_ID in given) != (S3_SECRET_ACCESS_KEY in given):
+        raise ValueError(
+            f"{S3_ACCESS_KEY_ID} and {S3_SECRET_ACCESS_KEY} go together (or neither: the AWS "
+            "SDK's credential chain, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"
+        )
+    endpoint = given.get(S3_ENDPOINT)
+    if endpoint is not None and not endpoint.startswith(("http://", "https://")):
+        raise ValueError(f"{S3_ENDPOINT}={endpoint!r} is not an http:// or https:// URL")
+    props: dict[str, str] = {}
+    for key, value in given.items():
+        if key == S3_PATH_STYLE_ACCESS:
+            path_style = _bool(key, value)
+            props["s3.force-virtual-addressing"] = "false" if path_style else "true"
+        else:
+            props["s3." + key.removeprefix(S3_PREFIX)] = value
+    if endpoint is not None:
+        props.setdefault("s3.region", DEFAULT_S3_REGION)
+    return props
+
+
+def is_object_store(warehouse: str) -> bool:
+    """The warehouse is reached over the network (not this broker's disk)."""
+    return "://" in warehouse and not warehouse.startswith("file:")
+
+
 @dataclass(frozen=True)
 class CatalogSettings:
     """Where the tables live: what ``pyiceberg.catalog.load_catalog`` is given."""
@@ -186,7 +252,7 @@ def catalog_settings(
     warehouse = broker_props.get(WAREHOUSE, "").strip() or os.path.join(home, "warehouse")
     if "://" not in warehouse:
         warehouse = "file://" + os.path.abspath(warehouse)
-    props = {"warehouse": warehouse}
+    props = {"warehouse": warehouse, **file_io_properties(broker_props, warehouse)}
     if kind == "sql":
         uri = broker_props.get(CATALOG_URI, "").strip() or "sqlite:///" + os.path.join(
             home, "catalog.db"

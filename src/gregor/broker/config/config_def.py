@@ -88,6 +88,12 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
         "Where tables' files go; default the iceberg/warehouse directory of the data directory.",
     ),
     ConfigKey("iceberg.namespace", "string", "gregor", "The namespace of topics' tables."),
+    ConfigKey("iceberg.s3.endpoint", "string", None, "An S3-compatible store's URL (s3.endpoint)."),
+    ConfigKey("iceberg.s3.region", "string", None, "The S3 region; us-east-1 with an endpoint."),
+    ConfigKey("iceberg.s3.path-style-access", "boolean", None, "Buckets in the URL's path."),
+    ConfigKey("iceberg.s3.access-key-id", "string", None, "The S3 access key id."),
+    ConfigKey("iceberg.s3.secret-access-key", "password", None, "The S3 secret access key."),
+    ConfigKey("iceberg.s3.session-token", "password", None, "An S3 session token."),
     ConfigKey("broker.rack", "string", None, "Rack of this broker."),
     ConfigKey("num.partitions", "int", 1, "Partitions of an auto-created topic.", 1),
     ConfigKey(
