@@ -23,4 +23,6 @@ bash scripts/setup.sh
 GREGOR_JVM_CLASSPATH_FILE=$(bash scripts/kafka.sh fetch)
 GREGOR_SPARK_KAFKA_JARS=$(bash scripts/kafka.sh fetch-spark)
 export GREGOR_JVM_CLASSPATH_FILE GREGOR_SPARK_KAFKA_JARS
-exec .venv/bin/python -m pytest -n 2 --dist loadgroup "$@"
+# Three workers on two cores: the whole run's tests wait on brokers, JVMs and Spark about half
+# of their time (two workers kept the cores about 50 % busy), so a third fills that.
+exec .venv/bin/python -m pytest -n 3 --dist loadgroup "$@"
