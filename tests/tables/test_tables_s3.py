@@ -66,6 +66,7 @@ def files_holding(root: Path, secret: str) -> list[Path]:
     return [f for f in root.rglob("*") if f.is_file() and needle in f.read_bytes()]
 
 
+@pytest.mark.process  # a real `gregor serve`: its log and command line are part of the check
 def test_a_table_on_s3_equals_the_topic_across_a_restart_and_keeps_its_secret(
     store: S3Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
