@@ -33,11 +33,12 @@ security   the 1 KB produce (p=1, acks=1) and consume rows again on the same Gre
 functions with the most own time after the run; the .prof file stays in DIR.
 
 ``--produce-only`` runs the produce rows alone (no consume, latency or security rows): the
-rows the produce path's cost shows in.
+rows the produce path's cost shows in. ``--latency-only`` runs the latency rows alone (after
+the same warm-up), for a rerun of the rows most sensitive to other load on the machine.
 
 Run: .venv/bin/python bench/broker.py [--scale 1.0] [--repeats 3] [--brokers gregor,kafka,tansu]
                                       [--only gregor|kafka|tansu] [--profile DIR] [--no-security]
-                                      [--produce-only]
+                                      [--produce-only | --latency-only]
 """
 
 from __future__ import annotations
@@ -241,25 +242,36 @@ def consume(
     return Result(got / elapsed, nbytes / elapsed / 1e6)
 
 
-def latency(bootstrap: str, topic: str, acks: str) -> tuple[float, float]:
-    """(p50, p99) in milliseconds at LATENCY_RATE records/s."""
+def latency(bootstrap: str, topic: str, acks: str, rate: int = LATENCY_RATE) -> tuple[float, float]:
+    """(p50, p99) in milliseconds at ``rate`` records/s (LATENCY_RATE unless told), one record
+    per request (linger.ms=0), for LATENCY_SECONDS."""
+    p50, p99, _ = latency_run(bootstrap, topic, acks, rate)
+    return p50, p99
+
+
+def latency_run(bootstrap: str, topic: str, acks: str, rate: int) -> tuple[float, float, float]:
+    """:func:`latency` and the rate the acknowledgements came back at (records over the time
+    from the first send to the last acknowledgement): below the offered rate, the target did
+    not keep up and the latencies measure its backlog, not its latency."""
     from confluent_kafka import Producer
 
     p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0})
     warm_up(p, topic, 1)
     lat: list[float] = []
     errors: list[object] = []
+    last_ack = [0.0]
     payload = os.urandom(100)
-    n = int(LATENCY_RATE * LATENCY_SECONDS)
+    n = int(rate * LATENCY_SECONDS)
     start = time.perf_counter()
     for i in range(n):
-        due = start + i / LATENCY_RATE
+        due = start + i / rate
         while (wait := due - time.perf_counter()) > 0:
             p.poll(wait)
         t0 = time.perf_counter()
 
         def done(err, msg, t0=t0) -> None:  # noqa: ANN001
-            lat.append(time.perf_counter() - t0)
+            last_ack[0] = time.perf_counter()
+            lat.append(last_ack[0] - t0)
             if err is not None:
                 errors.append(err)
 
@@ -269,7 +281,7 @@ def latency(bootstrap: str, topic: str, acks: str) -> tuple[float, float]:
     if errors or len(lat) != n:
         raise RuntimeError(f"latency run: {len(lat)}/{n} reports, errors {errors[:3]}")
     q = statistics.quantiles(lat, n=100)
-    return q[49] * 1000, q[98] * 1000
+    return q[49] * 1000, q[98] * 1000, n / (last_ack[0] - start)
 
 
 @dataclass
@@ -329,7 +341,11 @@ def warm_up_broker(t: Target) -> None:
 
 
 def run_all(
-    targets: list[Target], scale: float, repeats: int, produce_only: bool = False
+    targets: list[Target],
+    scale: float,
+    repeats: int,
+    produce_only: bool = False,
+    latency_only: bool = False,
 ) -> dict[str, dict[str, Measure]]:
     """Every workload, brokers taking turns run by run (so a burst of load from elsewhere on
     the machine hits both alike); each row keeps the median of ``repeats`` runs."""
@@ -341,7 +357,7 @@ def run_all(
             results[label][key] = median(ms)
             show(label, key, results[label][key])
 
-    for size in SIZES:
+    for size in () if latency_only else SIZES:
         for parts in PARTITIONS:
             for acks in ACKS:
                 n = int(COUNTS[size] * scale)
@@ -606,7 +622,9 @@ def main() -> int:
     ap.add_argument("--only", choices=list(NAMES), help="one broker only (same as --brokers NAME)")
     ap.add_argument("--profile", metavar="DIR", help="profile Gregor's broker with cProfile")
     ap.add_argument("--no-security", action="store_true", help="skip the SASL_SSL rows")
-    ap.add_argument("--produce-only", action="store_true", help="only the produce rows")
+    only_rows = ap.add_mutually_exclusive_group()
+    only_rows.add_argument("--produce-only", action="store_true", help="only the produce rows")
+    only_rows.add_argument("--latency-only", action="store_true", help="only the latency rows")
     args = ap.parse_args()
     start = time.monotonic()
     prof = None
@@ -645,9 +663,10 @@ def main() -> int:
             targets.append(Target("tansu", tansu.bootstrap_servers, tansu.proc.pid))
         for t in targets:
             warm_up_broker(t)
-        results = run_all(targets, args.scale, args.repeats, args.produce_only)
+        results = run_all(targets, args.scale, args.repeats, args.produce_only, args.latency_only)
         memory = {t.label: memory_kb(t.pid) for t in targets}
-        if "gregor" in brokers and not args.no_security and not args.produce_only:
+        partial = args.produce_only or args.latency_only
+        if "gregor" in brokers and not args.no_security and not partial:
             security = run_security(args.scale, args.repeats)
     finally:
         if gregor is not None:

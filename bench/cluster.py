@@ -7,7 +7,11 @@ Rows (each for Gregor and for Kafka):
              min.insync.replicas=2, and one broker with replication.factor=1. Runs take turns;
              the median run is shown with cluster/single (goal: at least 0.5 on 2 cores, where
              three brokers, etcd and the client share the cores).
-  latency    100 B at 1,000 records/s for 3 s, acks=all, linger.ms=0: p50 and p99 ms.
+  latency    100 B at a fixed rate for 3 s, acks=all, linger.ms=0 (one record per request):
+             p50 and p99 ms and the rate the acknowledgements came back at, for each rate of
+             ``--latency-rates`` (100, 300 and 1,000 records/s unless told). A rate a target
+             does not keep up with (acknowledged below 95 % of the offered rate) is marked
+             "saturated": its latencies then measure the backlog, not the broker.
   failover   a producer (acks=all, idempotent, linger.ms=0) writes to one RF=3 partition
              without pause; once its acknowledgements flow, the partition leader is SIGKILLed; the time from the kill to the
              first acknowledgement of a record sent after it (the new leader's), then the
@@ -36,6 +40,7 @@ here, the 1 KB cluster runs fall from ~300 to ~100 MB/s after about 1.5 GB). ``-
 
 Run: .venv/bin/python bench/cluster.py [--scale 1.0] [--repeats 3] [--failovers 5]
                                        [--session-timeout-ms 1000] [--data-dir DIR] [--no-kafka]
+                                       [--latency-rates 100,300,1000]
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from broker import cpu_seconds, latency, memory_kb, produce  # noqa: E402  (bench/broker.py)
+from broker import cpu_seconds, latency, latency_run, memory_kb, produce  # noqa: E402  (bench/broker.py)
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
@@ -178,6 +183,11 @@ def main() -> int:
         help="where the brokers' and etcd's data directories are made (default: /dev/shm)",
     )
     ap.add_argument("--no-kafka", action="store_true", help="Gregor only")
+    ap.add_argument(
+        "--latency-rates",
+        default="100,300,1000",
+        help="records/s of the latency rows, comma-separated (default 100,300,1000)",
+    )
     args = ap.parse_args()
     tempfile.tempdir = args.data_dir  # every launcher makes its directories with tempfile
     config = {
@@ -237,13 +247,16 @@ def main() -> int:
                         rows.setdefault(key, {}).setdefault(label, []).append(
                             (r.msgs_per_s, r.mb_per_s, cpu)
                         )
-        lat: dict[str, list[tuple[float, float]]] = {}
-        for _ in range(args.repeats):
-            for label, (_, bootstrap, rf) in targets.items():
-                n_topic += 1
-                topic = f"lat-{label}-{n_topic}"
-                create(bootstrap, topic, 1, rf)
-                lat.setdefault(label, []).append(latency(bootstrap, topic, "all"))
+        rates = [int(r) for r in args.latency_rates.split(",") if r]
+        lat: dict[int, dict[str, list[tuple[float, float, float]]]] = {}
+        for rate in rates:
+            for _ in range(args.repeats):
+                for label, (_, bootstrap, rf) in targets.items():
+                    n_topic += 1
+                    topic = f"lat-{label}-{n_topic}"
+                    create(bootstrap, topic, 1, rf)
+                    run = latency_run(bootstrap, topic, "all", rate)
+                    lat.setdefault(rate, {}).setdefault(label, []).append(run)
         memory = {
             label: sum(memory_kb(pid)[0] for pid in cluster_pids(t))
             for label, (t, _, _) in targets.items()
@@ -277,10 +290,15 @@ def main() -> int:
     for key, by in rows.items():
         med = {label: sorted(by[label])[len(by[label]) // 2] for label in labels}
         print(f"  {key:30}" + "".join(f" {label} {med[label][2]:7.1f}" for label in labels))
-    print("\nlatency, 1,000 msg/s, 100 B, acks=all (run with the median p99)")
-    for label, runs in lat.items():
-        p50, p99 = sorted(runs, key=lambda r: r[1])[len(runs) // 2]
-        print(f"  {label:15} p50 {p50:7.2f} ms   p99 {p99:7.2f} ms")
+    print("\nlatency, 100 B, acks=all, linger.ms=0 (the run with the median p99)")
+    for rate, by in lat.items():
+        for label, runs in by.items():
+            p50, p99, acked = sorted(runs, key=lambda r: r[1])[len(runs) // 2]
+            mark = "   saturated" if acked < 0.95 * rate else ""
+            print(
+                f"  {rate:6,}/s {label:15} p50 {p50:9.2f} ms   p99 {p99:9.2f} ms"
+                f"   acknowledged {acked:7,.0f}/s{mark}"
+            )
     print("\nresident memory at the end (summed over a cluster's processes)")
     print("  " + "   ".join(f"{label} {kb / 1024:.0f} MiB" for label, kb in memory.items()))
     print(

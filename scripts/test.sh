@@ -13,6 +13,12 @@
 # JVM peer starts once per run (--dist loadgroup; they carry xdist_group("jvm")).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# pytest rewrites the asserts of every test module (and of gregor itself: gregor.testing is a
+# pytest plugin) at import, about 25 s of CPU per worker for this suite, and caches the result
+# beside the sources, unless bytecode writing is off: with PYTHONDONTWRITEBYTECODE set (as on
+# this machine) every worker of every run paid it again. The cache lives in __pycache__
+# (ignored by git), so a second run collects in seconds.
+unset PYTHONDONTWRITEBYTECODE
 if [ "${1:-}" = "--fast" ]; then
   shift
   bash scripts/setup.sh
