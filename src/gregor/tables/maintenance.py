@@ -44,6 +44,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gregor.tables.catalog import TopicTable
+from gregor.tables.failures import RepeatedFailure
 from gregor.tables.offsets import carried_properties, offsets_snapshot, table_offsets
 from gregor.tables.settings import TopicTableConfig
 from gregor.tables.translator import CatalogRunner
@@ -281,6 +282,7 @@ class TableMaintenance:
         self.config = config
         self.passes = 0
         self._on_pass = on_pass
+        self._failures = RepeatedFailure(log, f"maintaining the table of topic {table.topic}")
 
     async def run(self) -> None:
         while True:
@@ -288,9 +290,10 @@ class TableMaintenance:
                 done = await self.run_catalog(lambda: maintain(self.table, self.config))
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001 - the next pass tries again
-                log.exception("maintaining the table of topic %s failed", self.table.topic)
+            except Exception as e:  # noqa: BLE001 - the next pass tries again
+                self._failures.failed(e)
             else:
+                self._failures.succeeded()
                 assert isinstance(done, Pass)
                 self.passes += 1
                 _log_pass(self.table.topic, done)

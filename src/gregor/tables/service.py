@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gregor.tables.failures import RepeatedFailure
 from gregor.tables.settings import (
     MODE,
     CatalogSettings,
@@ -142,6 +143,10 @@ class TableTranslation:
 
         w = running.wanted
         topic = w.source.topic
+        warehouse = self.settings.properties["warehouse"]
+        failures = RepeatedFailure(
+            log, f"opening the table of topic {topic} (warehouse {warehouse})"
+        )
         while True:
             try:
                 table = self._tables.get(topic)
@@ -150,13 +155,10 @@ class TableTranslation:
                     assert isinstance(opened, TopicTable)
                     table = self._tables.setdefault(topic, opened)
                 break
-            except Exception:  # noqa: BLE001 - the catalog may come back; say why meanwhile
-                log.exception(
-                    "opening the table of topic %s failed (warehouse %s); trying again",
-                    topic,
-                    self.settings.properties["warehouse"],
-                )
+            except Exception as e:  # noqa: BLE001 - the catalog may come back; say why meanwhile
+                failures.failed(e)
                 await asyncio.sleep(1.0)
+        failures.succeeded()
         running.translator = PartitionTranslator(
             w.source, table, self.run_catalog, target_lag_ms=w.config.target_lag_ms
         )

@@ -35,6 +35,7 @@ from collections.abc import Awaitable, Callable
 import pyarrow as pa
 
 from gregor.tables.catalog import OffsetsMoved, TopicTable
+from gregor.tables.failures import RepeatedFailure
 from gregor.tables.faults import crash_point
 from gregor.tables.schema import ARROW_SCHEMA, RowConverter
 from gregor.tables.source import CommittedRead, PartitionSource
@@ -78,6 +79,8 @@ class PartitionTranslator:
         self._bytes = 0
         self._oldest: float | None = None  # monotonic time of the oldest buffered read
         self._converter = RowConverter(source.topic, source.index)
+        # a failure's traceback once, its repeats in a line now and then (until a commit works)
+        self._failures = RepeatedFailure(log, f"translating {source.topic}-{source.index}")
 
     def __repr__(self) -> str:
         return f"PartitionTranslator({self.source.topic}-{self.source.index}, at {self.position})"
@@ -90,8 +93,8 @@ class PartitionTranslator:
                 await self._translate()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001 - a failed read or commit: start again from the table
-                log.exception("translating %s-%d failed", self.source.topic, self.source.index)
+            except Exception as e:  # noqa: BLE001 - a failed read or commit: start again from the table
+                self._failures.failed(e)
                 await asyncio.sleep(RETRY_S)
 
     async def _resume(self) -> None:
@@ -182,6 +185,7 @@ class PartitionTranslator:
             self._start_at(e.found)
             return
         crash_point("commit.done")
+        self._failures.succeeded()
         self.commits += 1
         self.committed = self.first = nxt
         self._rows = []
