@@ -16,7 +16,7 @@ from html import escape, unescape
 from typing import Any
 
 import pytest
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from console_http import Answer, Console, refused
 
 from gregor.client.schema_registry import RegistryClient
@@ -44,6 +44,12 @@ ORDER_V2 = json.dumps(
 )
 EVENT = json.dumps(
     {"type": "object", "properties": {"kind": {"type": "string"}}, "required": ["kind"]}
+)
+CUSTOMER = json.dumps(
+    {"type": "record", "name": "Customer", "fields": [{"name": "name", "type": "string"}]}
+)
+INVOICE = json.dumps(
+    {"type": "record", "name": "Invoice", "fields": [{"name": "customer", "type": "Customer"}]}
 )
 POINT = 'syntax = "proto3";\npackage demo;\n\nmessage Point {\n  int32 x = 1;\n  int32 y = 2;\n}\n'
 
@@ -125,6 +131,9 @@ def reg(broker: InProcessBroker) -> Iterator[SchemaRegistryServer]:
     assert client.register_schema("orders-value", Schema(ORDER_V2, "AVRO")) >= 1
     client.register_schema("events-value", Schema(EVENT, "JSON"))
     client.register_schema("points-value", Schema(POINT, "PROTOBUF"))
+    client.register_schema("customer-value", Schema(CUSTOMER, "AVRO"))
+    refs = [SchemaReference("Customer", "customer-value", 1)]
+    client.register_schema("invoice-value", Schema(INVOICE, "AVRO", refs))
     yield server
     broker.call(server.stop)
 
@@ -144,7 +153,7 @@ def ids(reg: SchemaRegistryServer) -> dict[tuple[str, int], int]:
     client = SchemaRegistryClient({"url": reg.url})
     return {
         (s, v): client.get_version(s, v).schema_id
-        for s in ("orders-value", "events-value", "points-value")
+        for s in client.get_subjects()
         for v in client.get_versions(s)
     }
 
@@ -155,11 +164,13 @@ def test_the_subjects_with_latest_version_type_id_and_compatibility(
     html = ok(site.visitor().get("/schemas"))
     known = ids(reg)
     assert rows(html, "subjects") == [
+        ["customer-value", "1", "AVRO", str(known["customer-value", 1]), "BACKWARD (global)"],
         ["events-value", "1", "JSON", str(known["events-value", 1]), "BACKWARD (global)"],
+        ["invoice-value", "1", "AVRO", str(known["invoice-value", 1]), "BACKWARD (global)"],
         ["orders-value", "2", "AVRO", str(known["orders-value", 2]), "FULL"],
         ["points-value", "1", "PROTOBUF", str(known["points-value", 1]), "BACKWARD (global)"],
     ]
-    assert hrefs(html, "subjects")[:2] == [
+    assert hrefs(html, "subjects")[2:4] == [
         "/schemas/events-value",
         "/schemas/events-value/versions/1",
     ]
@@ -199,6 +210,24 @@ def test_a_version_pretty_printed(site: Console, reg: SchemaRegistryServer) -> N
         shown
         == SchemaRegistryClient({"url": reg.url}).get_version("points-value", 1).schema.schema_str
     )
+
+
+def test_references_and_the_diff_form(site: Console, reg: SchemaRegistryServer) -> None:
+    v = site.visitor()
+    html = ok(v.get("/schemas/invoice-value"))
+    known = ids(reg)
+    assert rows(html, "versions") == [
+        ["1", str(known["invoice-value", 1]), "AVRO", "Customer → customer-value v1"]
+    ]
+    page = ok(v.get("/schemas/invoice-value/versions/1"))
+    assert rows(page, "references") == [["Customer", "customer-value", "1"]]
+    assert hrefs(page, "references") == ["/schemas/customer-value"]
+    assert "no-references" in ok(v.get("/schemas/customer-value/versions/1"))
+    orders = ok(v.get("/schemas/orders-value/versions/1"))
+    form = re.search(r"<form method='get' action='([^']+)' id='diff-form'>(.*?)</form>", orders)
+    assert form and form.group(1) == "/schemas/orders-value/diff"
+    assert re.findall(r"<option value='(\d+)'", form.group(2)) == ["1", "2"]
+    assert "<input type='hidden' name='to' value='1'>" in form.group(2)
 
 
 def test_the_diff_of_two_versions_marks_the_added_field(site: Console) -> None:
@@ -310,6 +339,8 @@ def test_gregor_console_refuses_a_registry_that_is_not_a_url() -> None:
     assert "--schema-registry ftp://x: use the registry's http(s)://host:port URL" in out
     out = refused("-b", "127.0.0.1:9", env={"GREGOR_SCHEMA_REGISTRY_URL": "localhost"})
     assert "--schema-registry localhost" in out
+    out = refused("-b", "127.0.0.1:9", "--schema-registry", "http://ops:hunter2@127.0.0.1:8081")
+    assert "the URL carries a user name or password" in out and "hunter2" not in out
 
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}

@@ -38,6 +38,8 @@ from gregor.console.state import STATE
 
 T = TypeVar("T")
 ACTIVE = "/schemas"
+#: Requests to the registry at once for one page (each is a thread and a connection).
+CONCURRENT_CALLS = 8
 #: Subjects browsers fold out of a path as dot segments.
 DOT_SEGMENTS = (".", "..")
 
@@ -218,11 +220,16 @@ async def _subjects(request: web.Request, registry: RegistryClient) -> web.Respo
         else "-"
     )
 
-    async def row(subject: str) -> tuple[Any, ...]:
-        latest, level = await asyncio.gather(
-            _ask(registry, f"/subjects/{RegistryClient.quote(subject)}/versions/latest"),
-            _compatibility(registry, subject, global_level),
-        )
+    calls = asyncio.Semaphore(CONCURRENT_CALLS)
+
+    async def row(subject: str) -> tuple[Any, ...] | None:
+        async with calls:
+            latest = await _maybe(
+                registry, f"/subjects/{RegistryClient.quote(subject)}/versions/latest"
+            )
+            if not isinstance(latest, dict):
+                return None  # deleted since the list, or not readable
+            level = await _compatibility(registry, subject, global_level)
         return (
             link(subject_href(subject), subject),
             link(subject_href(subject, f"/versions/{latest['version']}"), str(latest["version"])),
@@ -231,7 +238,7 @@ async def _subjects(request: web.Request, registry: RegistryClient) -> web.Respo
             level,
         )
 
-    rows = await asyncio.gather(*(row(str(s)) for s in subjects))
+    rows = [r for r in await asyncio.gather(*(row(str(s)) for s in subjects)) if r is not None]
     body = table(
         ["Subject", "Latest version", "Type", "Schema id", "Compatibility"], rows, "subjects"
     )
@@ -244,9 +251,13 @@ async def _subject_page(request: web.Request, registry: RegistryClient) -> web.R
     subject = _subject(request)
     q = RegistryClient.quote(subject)
     versions = await _ask(registry, f"/subjects/{q}/versions")
-    answers = await asyncio.gather(
-        *(_ask(registry, f"/subjects/{q}/versions/{int(v)}") for v in versions)
-    )
+    calls = asyncio.Semaphore(CONCURRENT_CALLS)
+
+    async def one(v: int) -> Any:
+        async with calls:
+            return await _ask(registry, f"/subjects/{q}/versions/{v}")
+
+    answers = await asyncio.gather(*(one(int(v)) for v in versions))
     config = await _maybe(registry, f"/config/{q}", defaultToGlobal=True)
     mode = await _maybe(registry, f"/mode/{q}", defaultToGlobal=True)
     rows = [

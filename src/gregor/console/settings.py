@@ -284,6 +284,12 @@ def _registry_url(url: str | None) -> str | None:
         host = split.hostname if split.port is None or split.port > 0 else None
     except ValueError:  # a port that is not a number
         host = None
+    if split.username is not None or split.password is not None:
+        # it would be shown on the pages that say the registry cannot be reached
+        raise ConsoleConfigError(
+            "--schema-registry: the URL carries a user name or password; give the URL alone "
+            "(with --auth sasl each visitor's own credentials go to the registry)"
+        )
     if split.scheme not in ("http", "https") or not host or split.query or split.fragment:
         raise ConsoleConfigError(
             f"--schema-registry {url}: use the registry's http(s)://host:port URL"
