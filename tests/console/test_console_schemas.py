@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from html import escape, unescape
-from typing import Any
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
 
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
@@ -318,6 +320,49 @@ def test_an_unreachable_registry_is_a_page_that_says_so(broker: InProcessBroker)
             answer.text, "registry-error"
         )
         assert "Traceback" not in answer.text
+
+
+class NotARegistry(BaseHTTPRequestHandler):
+    """Answers JSON that is not Confluent's API: a subject whose latest version has no id,
+    a versions list of strings."""
+
+    ANSWERS: ClassVar[dict[str, Any]] = {
+        "/subjects": ["odd"],
+        "/config": {"compatibilityLevel": "BACKWARD"},
+        "/subjects/odd/versions/latest": {"version": 1},
+        "/subjects/odd/versions": ["one"],
+    }
+
+    def do_GET(self) -> None:  # noqa: N802 (the handler's API)
+        path = self.path.split("?")[0]
+        known = path in self.ANSWERS
+        body = json.dumps(self.ANSWERS[path] if known else {"error_code": 404, "message": "no"})
+        self.send_response(200 if known else 404)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_registry_answering_something_else_is_a_page_not_a_traceback(
+    broker: InProcessBroker,
+) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NotARegistry)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with console(broker, f"http://127.0.0.1:{server.server_address[1]}") as c:
+            v = c.visitor()
+            for path in ("/schemas", "/schemas/odd", "/schemas/odd/versions/latest"):
+                answer = v.get(path)
+                assert answer.status == 502, (path, answer.text[:2000])
+                assert "not Confluent's Schema Registry API" in answer.text
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
 
 
 def test_without_a_registry_there_is_no_link_and_schemas_says_how_to_set_one(

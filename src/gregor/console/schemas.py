@@ -16,7 +16,9 @@ Subjects are escaped in HTML and quoted in URLs (``/`` included). A subject that
 segment (``.`` or ``..``), which browsers fold out of a path, is linked as
 ``/schemas/_?subject=NAME``: the ``subject`` query parameter names the subject when present.
 The registry's refusals are pages: an unknown subject or version 404 with its message, 401 or
-403 a page saying it refused, unreachable a 503 page with a retry link.
+403 a page saying it refused, unreachable a 503 page with a retry link, an answer without the
+fields of Confluent's API a 502 page; a ``from``/``to`` or version that is not a positive
+integer or ``latest`` is a 400 page.
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ ACTIVE = "/schemas"
 CONCURRENT_CALLS = 8
 #: Subjects browsers fold out of a path as dot segments.
 DOT_SEGMENTS = (".", "..")
+
+
+class BadRequest(ValueError):
+    """The visitor's request names no version (a 400 page)."""
 
 
 class RegistryPage(Exception):
@@ -136,10 +142,21 @@ def _handled(
             return web.Response(
                 status=e.status, text=page(e.title, body, ACTIVE), content_type="text/html"
             )
-        except ValueError as e:
+        except BadRequest as e:
             return web.Response(
                 status=400,
                 text=page("Bad request", f"<p id='bad-request'>{escape(str(e))}</p>", ACTIVE),
+                content_type="text/html",
+            )
+        except (KeyError, TypeError, ValueError, AttributeError):
+            # an answer without the fields Confluent's API gives: not a page of ours to fail
+            body = (
+                "<p id='registry-error'>The schema registry answered something that is not "
+                "Confluent's Schema Registry API.</p>"
+            )
+            return web.Response(
+                status=502,
+                text=page("The schema registry failed", body, ACTIVE),
                 content_type="text/html",
             )
 
@@ -165,7 +182,7 @@ def _version(text: str) -> str:
         return value
     if value.isdigit() and value.isascii() and 0 < int(value) < 2**31:
         return str(int(value))
-    raise ValueError(f"{text!r} is not a version (a positive integer or latest)")
+    raise BadRequest(f"{text!r} is not a version (a positive integer or latest)")
 
 
 def schema_type(answer: dict[str, Any]) -> str:
@@ -344,7 +361,7 @@ CLASSES = {"+": "added", "-": "removed", " ": "same"}
 async def _diff_page(request: web.Request, registry: RegistryClient) -> web.Response:
     subject = _subject(request)
     if "from" not in request.query or "to" not in request.query:
-        raise ValueError("a diff needs from= and to= versions (positive integers or latest)")
+        raise BadRequest("a diff needs from= and to= versions (positive integers or latest)")
     old_v, new_v = _version(request.query["from"]), _version(request.query["to"])
     q = RegistryClient.quote(subject)
     old, new = await asyncio.gather(
