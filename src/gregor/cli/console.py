@@ -25,10 +25,13 @@ if TYPE_CHECKING:
     from gregor.broker.main import Companion
 
 
-def beside_broker(host: str, port: int) -> Companion:
+def beside_broker(
+    host: str, port: int, registry_url: Callable[[], str | None] = lambda: None
+) -> Companion:
     """The web console beside a broker (``console.listener``), a client of the broker's first
     PLAINTEXT listener, without a login: on a loopback address only (the broker's config
-    refuses others; ``gregor console`` is the console with logins and TLS)."""
+    refuses others; ``gregor console`` is the console with logins and TLS). Its Schemas pages
+    ask ``registry_url()`` (asked at start: the registry the broker serves, once it listens)."""
 
     async def start(broker: Broker) -> Callable[[], Awaitable[None]]:
         from gregor.broker.common.events import log_event
@@ -36,7 +39,13 @@ def beside_broker(host: str, port: int) -> Companion:
         from gregor.console.settings import resolve
 
         name, bootstrap = plaintext_bootstrap(broker)
-        settings, _ = resolve({"bootstrap.servers": bootstrap}, host, port, auth="none")
+        settings, _ = resolve(
+            {"bootstrap.servers": bootstrap},
+            host,
+            port,
+            auth="none",
+            schema_registry_url=registry_url(),
+        )
         runner, console_port = await serve_console(settings)
         log = logging.getLogger("gregor.broker")
         log_event(log, "console.started", url=f"http://{host}:{console_port}/", listener=name)
@@ -154,6 +163,15 @@ password when a password is given, else none.
     help="Login attempts per client address and minute.",
 )
 @click.option(
+    "--schema-registry",
+    "schema_registry",
+    default=None,
+    envvar="GREGOR_SCHEMA_REGISTRY_URL",
+    metavar="URL",
+    help="The schema registry the Schemas pages show ($GREGOR_SCHEMA_REGISTRY_URL); with "
+    "--auth sasl each visitor's credentials go to it. Default: no Schemas pages.",
+)
+@click.option(
     "--output",
     type=click.Choice(["text", "json"]),
     default="text",
@@ -174,9 +192,11 @@ def console(
     idle_timeout: int,
     max_sessions: int,
     login_attempts: int,
+    schema_registry: str | None,
     output: str,
 ) -> None:
-    """Serve the web console: overview, topics, messages, groups, live charts, ACLs, users."""
+    """Serve the web console: overview, topics, messages, groups, live charts, ACLs, users,
+    schemas."""
     try:
         from gregor.console.app import run_forever
         from gregor.console.settings import ConsoleConfigError, read_password, resolve
@@ -204,6 +224,7 @@ def console(
             idle_timeout_s=float(idle_timeout),
             max_sessions=max_sessions,
             login_attempts=login_attempts,
+            schema_registry_url=schema_registry,
         )
     except ConsoleConfigError as e:
         raise click.UsageError(str(e)) from None

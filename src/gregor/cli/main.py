@@ -150,17 +150,24 @@ def serve(
         )
 
     companions = []
-    if config.console_address is not None:
-        from gregor.cli.console import beside_broker
-
-        companions.append(beside_broker(*config.console_address))
+    served: list[str] = []  # the URL of the registry beside the broker, once it listens
     if config.schema_registry_address is not None:
         from gregor.cli.schema_registry import beside_broker as registry_beside_broker
 
         companions.append(
-            registry_beside_broker(
-                *config.schema_registry_address, str(config.values["schema.registry.topic"])
+            _noting_url(
+                registry_beside_broker(
+                    *config.schema_registry_address, str(config.values["schema.registry.topic"])
+                ),
+                served.append,
             )
+        )
+    if config.console_address is not None:
+        from gregor.cli.console import beside_broker
+
+        # started after the registry, so that its Schemas pages show it
+        companions.append(
+            beside_broker(*config.console_address, lambda: served[0] if served else None)
         )
     try:
         code = run(config, companions)
@@ -171,3 +178,17 @@ def serve(
 
 if __name__ == "__main__":
     main()
+
+
+def _noting_url(start: Any, note: Any) -> Any:
+    """The registry companion ``start``, telling ``note`` the URL it serves on once it listens
+    (its port may be 0 in the config: any free one)."""
+
+    async def started(broker: Any) -> Any:
+        stop = await start(broker)
+        url = getattr(getattr(stop, "__self__", None), "url", None)
+        if isinstance(url, str):
+            note(url)
+        return stop
+
+    return started

@@ -8,8 +8,9 @@ sees them. Each page acts through the session's Kafka client (``pages.session_ad
 visitor's own with ``--auth sasl``, so the cluster's ACLs apply to what each visitor sees and does.
 
 This module makes the application (its routes, start and stop) and serves it; the pages live by
-family: ``overview`` (with the live charts), ``topics``, ``messages``, ``groups`` and ``access``
-(ACLs and users), on the helpers of ``pages``.
+family: ``overview`` (with the live charts), ``topics``, ``messages``, ``groups``, ``access``
+(ACLs and users) and ``schemas`` (a schema registry's subjects, versions and diffs), on the
+helpers of ``pages``.
 
 Pages are rendered on the server (``console.html``); forms post and redirect back with a
 message, so every action works without JavaScript. Destructive actions (delete a topic, delete
@@ -37,6 +38,7 @@ from gregor.console.groups import group, groups, reset_group
 from gregor.console.guard import allowed_host, broker_errors, same_origin, security_headers
 from gregor.console.messages import messages, produce
 from gregor.console.overview import chart_js, overview, throughput
+from gregor.console.schemas import diff, schemas_nav, subject, subjects, version
 from gregor.console.sessions import Clock, run_every
 from gregor.console.settings import ConsoleSettings
 from gregor.console.state import STATE, ConsoleState
@@ -57,7 +59,9 @@ REAPER: web.AppKey[asyncio.Task[None]] = web.AppKey("console_reaper", asyncio.Ta
 
 
 def make_app(settings: ConsoleSettings, clock: Clock = time.monotonic) -> web.Application:
-    app = web.Application(middlewares=[allowed_host, same_origin, sessions, broker_errors])
+    app = web.Application(
+        middlewares=[schemas_nav, allowed_host, same_origin, sessions, broker_errors]
+    )
     app[STATE] = ConsoleState(settings, clock)
     app.on_response_prepare.append(security_headers)
     app.on_startup.append(_start)
@@ -83,6 +87,10 @@ def make_app(settings: ConsoleSettings, clock: Clock = time.monotonic) -> web.Ap
             web.post("/groups/{group}/reset", reset_group),
             web.get("/acls", acls),
             web.get("/users", users),
+            web.get("/schemas", subjects),
+            web.get("/schemas/{subject}", subject),
+            web.get("/schemas/{subject}/versions/{version}", version),
+            web.get("/schemas/{subject}/diff", diff),
             web.get("/static/chart.js", chart_js),
             web.static("/static", STATIC),
         ]

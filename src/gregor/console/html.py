@@ -19,6 +19,10 @@ NAV = (
     ("/acls", "ACLs"),
     ("/users", "Users"),
 )
+#: The nav link to the Schemas pages, shown when ``SCHEMAS_NAV`` is set for the request (the
+#: console has a schema registry).
+SCHEMAS_LINK = ("/schemas", "Schemas")
+SCHEMAS_NAV: ContextVar[bool] = ContextVar("console_schemas_nav", default=False)
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,7 @@ def page(
     links = (
         "".join(
             f'<a href="{href}" class="{"active" if href == active else ""}">{escape(label)}</a>'
-            for href, label in NAV
+            for href, label in (*NAV, *((SCHEMAS_LINK,) if SCHEMAS_NAV.get() else ()))
         )
         if nav
         else ""

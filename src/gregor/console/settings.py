@@ -22,6 +22,9 @@ PEM, as the broker reads them) or a reverse proxy's in front (``--tls-proxy``);
 ``--insecure-plain-http`` serves plain HTTP anyway, with a warning. Requests must name one of
 ``allowed_hosts`` in their ``Host`` header (by default the names of the listen address), which
 is what defeats DNS rebinding.
+
+The schema registry of the Schemas pages (``schema_registry_url``) must be an
+``http(s)://host[:port]`` URL; with ``sasl`` each visitor's credentials go to it.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 AUTH_MODES = ("auto", "sasl", "password", "none")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -66,6 +70,8 @@ class ConsoleSettings:
     #: Login attempts per client address and ``login_window_s`` (a token bucket).
     login_attempts: int = 10
     login_window_s: float = 60.0
+    #: The schema registry the Schemas pages ask (None: no Schemas pages).
+    schema_registry_url: str | None = None
 
     @property
     def secure(self) -> bool:
@@ -206,6 +212,7 @@ def resolve(
     tls_key_password: str | None = None,
     tls_proxy: bool = False,
     insecure_plain_http: bool = False,
+    schema_registry_url: str | None = None,
     **limits: Any,
 ) -> tuple[ConsoleSettings, list[str]]:
     """The settings, and the warnings to print loudly at start; ``ConsoleConfigError`` when
@@ -256,6 +263,7 @@ def resolve(
         allowed_hosts=_allowed_hosts(host, allowed_hosts),
         tls=context,
         tls_proxy=tls_proxy,
+        schema_registry_url=_registry_url(schema_registry_url),
         **limits,
     )
     for name in ("idle_timeout_s", "session_lifetime_s", "login_window_s"):
@@ -265,6 +273,28 @@ def resolve(
         if getattr(settings, name) < 1:
             raise ConsoleConfigError(f"{name} must be at least 1")
     return settings, warnings
+
+
+def _registry_url(url: str | None) -> str | None:
+    """``--schema-registry``: an http(s) URL with a host, or None (also for "")."""
+    if url is None or not url.strip():
+        return None
+    split = urlsplit(url.strip())
+    try:
+        host = split.hostname if split.port is None or split.port > 0 else None
+    except ValueError:  # a port that is not a number
+        host = None
+    if split.username is not None or split.password is not None:
+        # it would be shown on the pages that say the registry cannot be reached
+        raise ConsoleConfigError(
+            "--schema-registry: the URL carries a user name or password; give the URL alone "
+            "(with --auth sasl each visitor's own credentials go to the registry)"
+        )
+    if split.scheme not in ("http", "https") or not host or split.query or split.fragment:
+        raise ConsoleConfigError(
+            f"--schema-registry {url}: use the registry's http(s)://host:port URL"
+        )
+    return url.strip().rstrip("/")
 
 
 def read_password(path: str | None) -> str | None:
