@@ -155,10 +155,9 @@ def serve(
         from gregor.cli.schema_registry import beside_broker as registry_beside_broker
 
         companions.append(
-            _noting_url(
-                registry_beside_broker(
-                    *config.schema_registry_address, str(config.values["schema.registry.topic"])
-                ),
+            registry_beside_broker(
+                *config.schema_registry_address,
+                str(config.values["schema.registry.topic"]),
                 served.append,
             )
         )
@@ -178,17 +177,3 @@ def serve(
 
 if __name__ == "__main__":
     main()
-
-
-def _noting_url(start: Any, note: Any) -> Any:
-    """The registry companion ``start``, telling ``note`` the URL it serves on once it listens
-    (its port may be 0 in the config: any free one)."""
-
-    async def started(broker: Any) -> Any:
-        stop = await start(broker)
-        url = getattr(getattr(stop, "__self__", None), "url", None)
-        if isinstance(url, str):
-            note(url)
-        return stop
-
-    return started

@@ -27,9 +27,12 @@ EXTRA_NEEDED = (
 )
 
 
-def beside_broker(host: str, port: int, topic: str) -> Companion:
+def beside_broker(
+    host: str, port: int, topic: str, listening: Callable[[str], None] | None = None
+) -> Companion:
     """The schema registry beside a broker (``schema.registry.listener``): started once the
-    broker listens, it reads ``topic`` to its end before it answers. The broker's config has
+    broker listens, it reads ``topic`` to its end before it answers, then tells ``listening``
+    its URL (the port may be 0 in the config: any free one). The broker's config has
     checked the address (loopback), the PLAINTEXT listener, and for
     ``schema.registry.authentication.method=BASIC`` / ``schema.registry.authorizer=acl`` the
     SASL listener logins are checked through."""
@@ -75,6 +78,8 @@ def beside_broker(host: str, port: int, topic: str) -> Companion:
             topic=topic,
             listener=name,
         )
+        if listening is not None:
+            listening(server.url)
         return server.stop
 
     return start
