@@ -124,6 +124,11 @@ def broker() -> Iterator[InProcessBroker]:
         yield b
 
 
+#: The tests on ``site`` (or ``reg``) start a process: the registry compiles the Protobuf schema
+#: it is given with protoc (grpc_tools) in a child process.
+WITH_PROTOC = pytest.mark.process
+
+
 @pytest.fixture(scope="module")
 def reg(broker: InProcessBroker) -> Iterator[SchemaRegistryServer]:
     server = registry(broker, "_schemas_console")
@@ -160,6 +165,7 @@ def ids(reg: SchemaRegistryServer) -> dict[tuple[str, int], int]:
     }
 
 
+@WITH_PROTOC
 def test_the_subjects_with_latest_version_type_id_and_compatibility(
     site: Console, reg: SchemaRegistryServer
 ) -> None:
@@ -179,6 +185,7 @@ def test_the_subjects_with_latest_version_type_id_and_compatibility(
     assert '<a href="/schemas" class="active">Schemas</a>' in html
 
 
+@WITH_PROTOC
 def test_a_subjects_versions_config_and_mode(site: Console, reg: SchemaRegistryServer) -> None:
     html = ok(site.visitor().get("/schemas/orders-value"))
     known = ids(reg)
@@ -194,6 +201,7 @@ def test_a_subjects_versions_config_and_mode(site: Console, reg: SchemaRegistryS
     assert element(html, "mode") == "READWRITE"
 
 
+@WITH_PROTOC
 def test_a_version_pretty_printed(site: Console, reg: SchemaRegistryServer) -> None:
     v = site.visitor()
     html = ok(v.get("/schemas/orders-value/versions/2"))
@@ -214,6 +222,7 @@ def test_a_version_pretty_printed(site: Console, reg: SchemaRegistryServer) -> N
     )
 
 
+@WITH_PROTOC
 def test_references_and_the_diff_form(site: Console, reg: SchemaRegistryServer) -> None:
     v = site.visitor()
     html = ok(v.get("/schemas/invoice-value"))
@@ -232,6 +241,7 @@ def test_references_and_the_diff_form(site: Console, reg: SchemaRegistryServer) 
     assert "<input type='hidden' name='to' value='1'>" in form.group(2)
 
 
+@WITH_PROTOC
 def test_the_diff_of_two_versions_marks_the_added_field(site: Console) -> None:
     html = ok(site.visitor().get("/schemas/orders-value/diff?from=1&to=2"))
     diff = element(html, "diff")
@@ -296,6 +306,7 @@ def heading(html: str) -> str:
     return m.group(1)
 
 
+@WITH_PROTOC
 def test_unknown_subject_or_version_is_a_404_page_and_bad_versions_a_400(site: Console) -> None:
     v = site.visitor()
     gone = v.get("/schemas/no-such-subject")
