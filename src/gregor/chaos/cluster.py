@@ -31,7 +31,7 @@ from typing import Any
 
 from gregor.chaos.proxy import KafkaProxy, ProxyLoop
 from gregor.launch.ports import free_port
-from gregor.launch.process import BrokerProcess
+from gregor.launch.process import BrokerProcess, BrokerStartError
 from gregor.testing.etcd import EtcdCluster, EtcdProcess
 
 __all__ = ["BROKER_CONFIG", "ChaosBroker", "ChaosCluster", "faketime_library"]
@@ -117,6 +117,11 @@ class ChaosBroker(BrokerProcess):
         return self
 
 
+#: How a broker's failed bind reads in its log, and how often a start picks new ports for it.
+IN_USE = "address already in use"
+PORT_ATTEMPTS = 5
+
+
 class ChaosCluster:
     def __init__(
         self,
@@ -196,13 +201,29 @@ class ChaosCluster:
                     clock_file = self.workdir / f"faketime-{n}"
                     clock_file.write_text("+0.000\n")
                     self.skews[n] = 0.0
-                self.brokers[n] = ChaosBroker(
-                    props,
-                    bug=self.bug,
-                    faketime_file=clock_file,
-                    data_dir=self.workdir / f"broker-{n}",
-                )
-                self.brokers[n].start()
+                for attempt in range(1, PORT_ATTEMPTS + 1):
+                    self.brokers[n] = ChaosBroker(
+                        props,
+                        bug=self.bug,
+                        faketime_file=clock_file,
+                        data_dir=self.workdir / f"broker-{n}",
+                    )
+                    try:
+                        self.brokers[n].start()
+                        break
+                    except BrokerStartError as e:
+                        # another test's process took a port between free_port() and the
+                        # broker's bind: new ports, the proxies pointed at them, again
+                        if IN_USE not in str(e) or attempt == PORT_ATTEMPTS:
+                            raise
+                    client_port, repl_port = free_port(), free_port()
+                    self.client_proxy[n].target = ("127.0.0.1", client_port)
+                    self.repl_proxy[n].target = ("127.0.0.1", repl_port)
+                    props = {
+                        **props,
+                        "listeners": f"PLAINTEXT://127.0.0.1:{client_port},"
+                        f"REPLICATION://127.0.0.1:{repl_port}",
+                    }
         except BaseException:
             self.close()
             raise
