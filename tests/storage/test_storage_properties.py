@@ -153,8 +153,10 @@ class LogMachine(RuleBasedStateMachine):
         if new_start > m.log_start:
             threshold = self.clock.now - RETENTION_MS
             for b in m.batches:
-                if b.last < new_start:
-                    # only whole segments below the high watermark, past retention.ms
+                if m.log_start <= b.last < new_start:
+                    # only whole segments below the high watermark, past retention.ms (a
+                    # segment wholly below the log start offset goes whatever its timestamps,
+                    # as Kafka's log-start-offset breach does: its batches are not checked)
                     assert b.max_ts < threshold and b.last < m.hw
             m.log_start = new_start
             m.batches = [b for b in m.batches if b.last >= new_start]
