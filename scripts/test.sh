@@ -10,7 +10,8 @@
 # The fast run needs no JVM or kcat, so it skips the Debian packages step and the JVM peers.
 # The whole run fetches the JVM peers first (scripts/kafka.sh: Kafka's jars from Maven Central,
 # cached outside the repository) and keeps the tests that use them on one xdist worker, so each
-# JVM peer starts once per run (--dist loadgroup; they carry xdist_group("jvm")).
+# JVM peer starts once per run (--dist loadgroup with the groups of tests/suite_order.py: the jvm
+# modules on one worker, the Spark modules in three groups).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # pytest rewrites the asserts of every test module (and of gregor itself: gregor.testing is a

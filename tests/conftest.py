@@ -15,8 +15,8 @@ lists the modules whose process starts go through, each with its reason.
 
 JVM peers: tests marked ``jvm`` use Apache Kafka or the Java harness (``gregor.testing.kafka``);
 the session fixtures ``java_harness`` and ``kafka_broker`` start each once per test session, and
-every ``jvm`` test carries ``xdist_group("jvm")`` so that ``--dist loadgroup`` (the whole run of
-``scripts/test.sh``) keeps them on one worker, one JVM each.
+the ``jvm`` modules form one group of ``tests/suite_order.py`` (``--dist loadgroup``, the whole run
+of ``scripts/test.sh``), so they run on one worker, one JVM each.
 
 Hypothesis: no test here is about how long one example takes, so examples have no deadline
 (the default 200 ms fails at random when both cores are busy: a fuzzed zstd header that claims
@@ -40,11 +40,12 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis_budget import FAST_PROFILE
-from suite_order import long_first
+from suite_order import long_first, make_scheduler
 
 settings.register_profile("gregor", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile(FAST_PROFILE, settings.get_profile("gregor"), max_examples=20)
@@ -101,10 +102,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(mark)
         if PROCESS_TESTS.match(item.nodeid):
             item.add_marker(pytest.mark.process)
-    for item in items:
-        if item.get_closest_marker("jvm") is not None:
-            item.add_marker(pytest.mark.xdist_group("jvm"))
     items.sort(key=long_first)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` (the whole run): the groups of ``tests/suite_order.py``."""
+    return make_scheduler(config, log)
 
 
 #: Modules allowed to start a process in the fast run (a caller's stack holding one goes

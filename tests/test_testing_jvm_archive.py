@@ -12,11 +12,13 @@ from gregor.testing import jvm_archive
 
 
 def test_no_options_until_the_build_names_an_archive_that_is_there(tmp_path: Path) -> None:
-    assert jvm_archive.java_options(tmp_path) == ""  # still building: no done file
+    # no archive yet: the quick compiler and the log options only
+    quick = "-XX:TieredStopAtLevel=1 -Xlog:disable -Xlog:all=warning:stderr"
+    assert jvm_archive.java_options(tmp_path) == quick  # still building: no done file
     (tmp_path / "done").write_text("")
-    assert jvm_archive.java_options(tmp_path) == ""  # the build failed
+    assert jvm_archive.java_options(tmp_path) == quick  # the build failed
     (tmp_path / "done").write_text(jvm_archive.ARCHIVE)
-    assert jvm_archive.java_options(tmp_path) == ""  # named, but not there
+    assert jvm_archive.java_options(tmp_path) == quick  # named, but not there
     (tmp_path / jvm_archive.ARCHIVE).write_bytes(b"x")
     options = jvm_archive.java_options(tmp_path).split()
     assert options[0] == f"-XX:SharedArchiveFile={tmp_path / jvm_archive.ARCHIVE}"

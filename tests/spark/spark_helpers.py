@@ -123,16 +123,23 @@ def produce(
     return out
 
 
+_ADDED = ""  # what use_jvm_archive last put in JDK_JAVA_OPTIONS
+
+
 def use_jvm_archive() -> None:
-    """JVMs started from here on map the run's archive of Spark's classes, once it is built
-    (see tests/conftest.py); until then they start as they always did."""
+    """JVMs started from here on run with the quick compiler and, once it is built, map the
+    run's archive of Spark's classes (see tests/conftest.py); until then they load their classes
+    as they always did."""
+    global _ADDED
     directory = os.environ.get("GREGOR_TEST_JVM_ARCHIVE", "off")
-    if directory == "off" or "-XX:SharedArchiveFile" in os.environ.get("JDK_JAVA_OPTIONS", ""):
-        return
+    current = os.environ.get("JDK_JAVA_OPTIONS", "")
+    if directory == "off" or ("-XX:SharedArchiveFile" in current and _ADDED == ""):
+        return  # off, or the archive was given from outside
     from gregor.testing.jvm_archive import java_options
 
     options = java_options(Path(directory))
-    if options:
-        os.environ["JDK_JAVA_OPTIONS"] = (
-            f"{os.environ.get('JDK_JAVA_OPTIONS', '')} {options}".strip()
-        )
+    if options == _ADDED:
+        return
+    base = current.replace(_ADDED, "").strip() if _ADDED else current
+    os.environ["JDK_JAVA_OPTIONS"] = f"{base} {options}".strip()
+    _ADDED = options

@@ -15,9 +15,9 @@ Spark tests use it.
   write the archive, then writes ``DIR/done`` with the archive's name, or an empty ``done`` when
   anything failed.
 - :func:`java_options` (the Spark tests, before each test and each session) returns the options
-  to put in ``JDK_JAVA_OPTIONS``, which every ``java`` started below reads, once ``done`` names
-  the archive. Nothing waits for it: until then (and if the build failed) it returns "" and JVMs
-  start as they always did. A JVM given a missing archive would also drop the JDK's own.
+  to put in ``JDK_JAVA_OPTIONS``, which every ``java`` started below reads: the archive once
+  ``done`` names it. Nothing waits for it: until then (and if the build failed) the options
+  leave it out and JVMs load their classes as they always did. A JVM given a missing archive would also drop the JDK's own.
   A JVM whose class path differs from the archive's (an executor, a standalone master) ignores
   the archive with a warning; the options send JVM warnings to stderr, so none lands in a job's
   stdout. ``-XX:TieredStopAtLevel=1`` (the quick compiler only) is there too: the tests' JVMs
@@ -60,15 +60,16 @@ def start_build(directory: Path) -> subprocess.Popen[bytes] | None:
 
 
 def java_options(directory: Path) -> str:
-    """The JVM options that use the archive built in ``directory``, or "" while it is being
-    built or when its build failed: nothing waits for it, JVMs started before it is there start
-    as they always did."""
+    """The JVM options that use the archive built in ``directory``; while it is being built or
+    when its build failed, the same options without it (:data:`OPTIONS`): nothing waits for the
+    archive, and a JVM started before it is there still runs with the quick compiler only (the
+    Spark groups of the whole run start at once, their sessions before the archive is there)."""
     try:
         name = (directory / "done").read_text().strip()
     except OSError:
-        return ""
+        return OPTIONS
     if not name or not (directory / name).is_file():
-        return ""
+        return OPTIONS
     return f"-XX:SharedArchiveFile={directory / name} {OPTIONS}"
 
 
