@@ -38,6 +38,15 @@ def test_kafka_cluster_keeps_acknowledged_records_through_a_node_kill(java_harne
         admin.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})])[
             topic
         ].result(60)
+        # CreateTopics answers once the controller has the topic; each broker learns it from
+        # the metadata log after that. Wait until every node knows it with three replicas in
+        # sync, or the tool below may ask a node that does not know it yet ("does not exist").
+        for node in cluster.nodes.values():
+            one = AdminClient({"bootstrap.servers": node.bootstrap_servers})
+            while True:
+                meta = one.list_topics(topic, timeout=30).topics[topic]
+                if meta.error is None and len(meta.partitions[0].isrs) == 3:
+                    break
         # Kafka's own tool agrees: three replicas, all in sync.
         out = (
             java_harness.tool(

@@ -52,7 +52,8 @@ def job(
 ) -> subprocess.CompletedProcess[str]:
     argv = ["-m", "gregor.pipelines"] if module else ["-m", "gregor", "pipeline", "run"]
     return subprocess.run(
-        [sys.executable, *argv, "--events", "10", *args],
+        # JSON page views: the Avro default would need the (closed) cluster's registry
+        [sys.executable, *argv, "--events", "10", "--value-format", "json", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -88,7 +89,16 @@ def test_gregor_pipeline_run_refuses_the_current_directory(tmp_path: Path, close
 def test_run_sh_refuses_a_foreign_gregor_pipeline_dir(tmp_path: Path, closed: str) -> None:
     project = a_project(tmp_path / "project")
     r = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "run.sh"), "--events", "10", "--bootstrap-servers", closed],
+        [
+            "bash",
+            str(ROOT / "scripts" / "run.sh"),
+            "--events",
+            "10",
+            "--value-format",
+            "json",
+            "--bootstrap-servers",
+            closed,
+        ],
         capture_output=True,
         text=True,
         timeout=280,

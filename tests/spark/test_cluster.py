@@ -180,6 +180,8 @@ def test_reference_pipeline_on_a_standalone_cluster(
             str(out),
             "--rows",
             "0",
+            "--value-format",
+            "json",  # the Avro default needs a registry; tests/spark/test_pipeline.py has it
         ],
         capture_output=True,
         timeout=800,

@@ -1,4 +1,5 @@
-"""The reference pipeline end to end on a small input, its results checked exactly."""
+"""The reference pipeline end to end on a small input, its results checked exactly: Avro page
+views through the registry the module's broker serves (the default), JSON as the option."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,22 @@ import pytest
 from spark_helpers import Broker
 
 from gregor.pipelines import clickstream as cs
-from gregor.testing import process_group
+from gregor.testing import BrokerProcess, process_group
+
+
+@pytest.fixture(scope="module")
+def gregor() -> Iterator[Broker]:
+    """This module's broker serves a schema registry (``registry``), as the main job's does."""
+    config = {"log.retention.ms": "-1", "schema.registry.listener": "http://127.0.0.1:0"}
+    with BrokerProcess(config=config) as b:
+        yield Broker("gregor", b.bootstrap_servers, b)
+
+
+@pytest.fixture(scope="module")
+def registry(gregor: Broker) -> str:
+    url = gregor.process.schema_registry_url
+    assert url is not None and url.startswith("http://127.0.0.1:")
+    return str(url)
 
 
 def test_generator_is_deterministic_and_bounded() -> None:
@@ -33,9 +50,10 @@ def test_generator_is_deterministic_and_bounded() -> None:
     assert {start for start, _p in exp} == {cs.START_MS + m * 60_000 for m in range(5)}
 
 
-def test_pipeline_end_to_end(spark: Any, gregor: Broker, tmp_path: Path) -> None:
+def test_pipeline_end_to_end(spark: Any, gregor: Broker, registry: str, tmp_path: Path) -> None:
     config = cs.PipelineConfig(
         gregor.bootstrap_servers,
+        schema_registry=registry,
         input_topic="views-e2e",
         output_topic="windows-e2e",
         output_dir=str(tmp_path / "out"),
@@ -48,12 +66,11 @@ def test_pipeline_end_to_end(spark: Any, gregor: Broker, tmp_path: Path) -> None
     events = cs.generate_events(
         config.events, users=config.users, minutes=config.minutes, seed=config.seed
     )
-    assert (
-        cs.produce_events(
-            config.bootstrap_servers, config.input_topic, [*events, cs.end_marker(events)]
-        )
-        == 601
-    )
+    encode = cs.event_encoder(config)  # registers PageView under views-e2e-value
+    produced = [*events, cs.end_marker(events)]
+    assert cs.produce_events(config.bootstrap_servers, config.input_topic, produced, encode) == 601
+    # the input is Confluent's Avro: confluent-kafka's deserializer reads every record back
+    assert _deserialized(config, 601) == sorted(produced, key=lambda e: e["event_id"])
     progress: list[dict] = []
     cs.run_job(spark, config, on_progress=progress.append)
     # 601 offsets in partitions of 178, 280 and 143 (the keyless end marker in partition 0),
@@ -76,8 +93,31 @@ def test_pipeline_end_to_end(spark: Any, gregor: Broker, tmp_path: Path) -> None
     assert got == expected
 
 
+def _deserialized(config: cs.PipelineConfig, n: int) -> list[dict]:
+    """The input topic's ``n`` values decoded by confluent-kafka's ``AvroDeserializer`` with
+    the registry's schema, sorted by event id."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    deserialize = AvroDeserializer(SchemaRegistryClient({"url": config.schema_registry}))
+    consumer = Consumer({"bootstrap.servers": config.bootstrap_servers, "group.id": "avro-check"})
+    consumer.assign([TopicPartition(config.input_topic, p, 0) for p in range(config.partitions)])
+    ctx = SerializationContext(config.input_topic, MessageField.VALUE)
+    got: list[dict] = []
+    try:
+        while len(got) < n:
+            m = consumer.poll(30)
+            assert m is not None and m.error() is None, m and m.error()
+            got.append(deserialize(m.value(), ctx))
+    finally:
+        consumer.close()
+    return sorted(got, key=lambda e: e["event_id"])
+
+
 def test_the_main_job_from_the_cli_against_an_external_broker(
-    gregor: Broker, tmp_path: Path
+    gregor: Broker, registry: str, tmp_path: Path
 ) -> None:
     # what `bash scripts/run.sh` runs, at a small volume, as `gregor pipeline run` against a
     # broker of its own choosing: a live progress line per batch, the exact check, the summary
@@ -93,6 +133,8 @@ def test_the_main_job_from_the_cli_against_an_external_broker(
             "run",
             "--bootstrap-servers",
             gregor.bootstrap_servers,
+            "--schema-registry",
+            registry,
             "--master",
             "local[2]",
             "--events",
@@ -131,6 +173,25 @@ def test_the_main_job_from_the_cli_against_an_external_broker(
     assert read[-1] == 30001 and read == sorted(read)  # every event and the end marker, in order
     assert all("events/s" in ln and "lag" in ln and "watermark" in ln for ln in lines)
     assert "[pipeline] summary: 30,000 events in" in text
+    assert f"(subject cli-in-value at {registry})" in text
+
+
+def test_avro_against_an_external_broker_needs_its_registry(gregor: Broker, tmp_path: Path) -> None:
+    # both command lines refuse it before they touch the output directory
+    for argv in (["gregor.pipelines"], ["gregor", "pipeline", "run"]):
+        r = subprocess.run(
+            [sys.executable, "-m", *argv, "-b", gregor.bootstrap_servers],
+            capture_output=True,
+            timeout=120,
+            cwd=tmp_path,
+        )
+        assert r.returncode == 2 and r.stdout == b""
+        last = r.stderr.decode().splitlines()[-1]
+        assert (
+            "rror: the page views are Avro through a schema registry by default: give the "
+            "cluster's registry with --schema-registry URL, or use --value-format json"
+        ) in last, last
+        assert list(tmp_path.iterdir()) == []
 
 
 def test_ctrl_c_stops_the_main_job_and_everything_it_started(tmp_path: Path) -> None:
@@ -203,6 +264,7 @@ def test_cli_is_the_main_job() -> None:
 def test_cli_no_produce_reads_what_the_topic_holds(gregor: Broker, tmp_path: Path) -> None:
     # --no-produce: nothing generated, the job reads the input topic from its start; there is
     # no ground truth of this run, so the check is skipped and the table is what the topic held
+    # (JSON page views: the format the option keeps)
     config = cs.PipelineConfig(
         gregor.bootstrap_servers, input_topic="np-in", output_topic="np-out", partitions=2
     )
@@ -221,6 +283,8 @@ def test_cli_no_produce_reads_what_the_topic_holds(gregor: Broker, tmp_path: Pat
             "--master",
             "local[2]",
             "--no-produce",
+            "--value-format",
+            "json",
             "--minutes",
             "2",
             "--input-topic",

@@ -81,6 +81,8 @@ def test_pipeline_survives_a_leader_kill(cluster: ClusterProcess, tmp_path: Path
             str(tmp_path / "out"),
             "--rows",
             "0",
+            "--value-format",
+            "json",  # the Avro default needs a registry; tests/spark/test_pipeline.py has it
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

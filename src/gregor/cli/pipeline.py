@@ -15,7 +15,15 @@ import json
 
 import click
 
-from gregor.pipelines.options import KEEP_HELP, OUTPUT_DIR_HELP, ROWS_HELP, parse_rows
+from gregor.pipelines.options import (
+    AVRO_NEEDS_REGISTRY,
+    KEEP_HELP,
+    OUTPUT_DIR_HELP,
+    ROWS_HELP,
+    SCHEMA_REGISTRY_HELP,
+    VALUE_FORMAT_HELP,
+    parse_rows,
+)
 
 
 def _rows(ctx: click.Context, param: click.Parameter, value: str) -> int | None:
@@ -36,7 +44,8 @@ def pipeline() -> None:
 \b
 Examples:
   gregor pipeline run                                  # a broker of its own, 1,000,000 events
-  gregor pipeline run --bootstrap-servers host:9092 --events 100000
+  gregor pipeline run --bootstrap-servers host:9092 --schema-registry http://host:8081
+  gregor pipeline run --bootstrap-servers host:9092 --value-format json --events 100000
   gregor pipeline run --master spark://127.0.0.1:7077
 """,
 )
@@ -57,6 +66,14 @@ Examples:
 @click.option("--output-topic", default="pageview-windows", show_default=True)
 @click.option("--output-dir", default="gregor-pipeline", show_default=True, help=OUTPUT_DIR_HELP)
 @click.option("--max-offsets-per-trigger", default=340_000, show_default=True)
+@click.option(
+    "--value-format",
+    type=click.Choice(["avro", "json"]),
+    default="avro",
+    show_default=True,
+    help=VALUE_FORMAT_HELP,
+)
+@click.option("--schema-registry", default="", metavar="URL", help=SCHEMA_REGISTRY_HELP)
 @click.option("--keep", is_flag=True, help=KEEP_HELP)
 @click.option(
     "--no-produce",
@@ -85,6 +102,8 @@ def run(
     output_topic: str,
     output_dir: str,
     max_offsets_per_trigger: int,
+    value_format: str,
+    schema_registry: str,
     keep: bool,
     no_produce: bool,
     rows: int | None,
@@ -95,6 +114,8 @@ def run(
     from gregor.pipelines import output_dir as outdir
     from gregor.pipelines import runner
 
+    if bootstrap_servers and value_format == "avro" and not schema_registry:
+        raise click.UsageError(AVRO_NEEDS_REGISTRY)
     try:
         out = outdir.prepare(output_dir, keep=keep)
     except outdir.OutputDirError as e:
@@ -110,6 +131,8 @@ def run(
         seed=seed,
         partitions=partitions,
         max_offsets_per_trigger=max_offsets_per_trigger,
+        value_format=value_format,
+        schema_registry=schema_registry,
     )
     tell = say if output == "text" else say_to_stderr
     summary = runner.run(config, master=master, say=tell, rows=rows, produce=not no_produce)

@@ -119,6 +119,17 @@ class RegistryClient:
             )
         return got
 
+    def register(self, subject: str, schema: str, schema_type: str = "AVRO") -> int:
+        """``POST /subjects/{subject}/versions``: the schema's id (an identical schema already
+        under the subject answers its id again)."""
+        body: dict[str, Any] = {"schema": schema}
+        if schema_type != "AVRO":
+            body["schemaType"] = schema_type
+        got = self.call("POST", f"/subjects/{self.quote(subject)}/versions", body)
+        if not isinstance(got, dict) or not isinstance(got.get("id"), int):
+            raise RegistryUnreachable(f"the schema registry at {self.url} answered no id")
+        return int(got["id"])
+
     def schema_by_id(self, schema_id: int) -> dict[str, Any]:
         """``GET /schemas/ids/{id}`` (cached): schema and, for other than Avro, schemaType."""
         with self._lock:

@@ -22,6 +22,7 @@ from gregor.launch.ports import free_port
 
 _STARTED = re.compile(r"event=broker\.started .*listeners=(\S+)")
 _METRICS = re.compile(r"event=broker\.started .*metrics=(\S+)")
+_REGISTRY = re.compile(r"event=schema_registry\.started .*url=(\S+)")
 
 
 _IN_USE = "address already in use"  # how the broker's failed bind reads in its log
@@ -71,6 +72,9 @@ class BrokerProcess(ChildProcess):
         self.listener_ports: dict[str, int] = {}
         #: ``http://host:port/metrics`` when the broker serves metrics (``metrics.listener``).
         self.metrics_url: str | None = None
+        #: The URL of the schema registry beside the broker (``schema.registry.listener``): its
+        #: bound port, known once the registry has read its topic and listens.
+        self.schema_registry_url: str | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -128,13 +132,17 @@ class BrokerProcess(ChildProcess):
 
     def _wait_started(self) -> None:
         """Wait for the ``broker.started`` line for as long as the process lives (recovery after
-        a SIGKILL takes a while on a busy machine), or ``start_timeout`` seconds if given."""
+        a SIGKILL takes a while on a busy machine), or ``start_timeout`` seconds if given; with
+        ``schema.registry.listener`` set, for the registry's ``schema_registry.started`` line too
+        (it starts once the broker listens)."""
         assert self.proc is not None
         deadline = None if self.start_timeout is None else time.monotonic() + self.start_timeout
         while deadline is None or time.monotonic() < deadline:
             text = self.read_log()
             m = _STARTED.search(text)
-            if m:
+            registry = _REGISTRY.search(text)
+            if m and (registry or not self.config.get("schema.registry.listener")):
+                self.schema_registry_url = registry.group(1) if registry else None
                 bound = m.group(1).split(",")
                 self.listener_ports = {
                     b.split("://", 1)[0]: int(b.rsplit(":", 1)[1]) for b in bound if "://" in b

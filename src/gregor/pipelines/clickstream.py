@@ -1,12 +1,15 @@
 """The reference pipeline: per-page views and distinct users over event-time windows.
 
-A generator writes JSON page views to an input topic (key: user id)::
+A generator writes page views to an input topic (key: user id), by default as Confluent-framed
+Avro records of the ``PageView`` schema registered in a schema registry
+(:mod:`gregor.pipelines.pageview_avro`), or, with ``value_format="json"``, as JSON::
 
     {"event_id": 17, "user_id": "u042", "page": "/products/3", "ts": 1767225612345,
      "referrer": "search", "duration_ms": 5120}
 
-A Spark Structured Streaming job reads them through the ``gregor`` data source, parses the
-JSON, takes ``ts`` as event time with a watermark, and counts views and distinct users per
+A Spark Structured Streaming job reads them through the ``gregor`` data source (Avro as typed
+columns, ``valueFormat avro``; JSON parsed with ``from_json``), takes ``ts`` as event time with
+a watermark, and counts views and distinct users per
 page in tumbling windows. Windows are emitted once the watermark has passed them (append
 mode) and each micro-batch goes to two places: the output topic (one JSON record per window,
 key: page) and Parquet files under ``<output>/windows/batch_id=N`` (overwritten whole when a
@@ -28,10 +31,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
-END_PAGE = "__end__"
-PAGES = ["/", "/search", "/cart", "/checkout", "/help"] + [f"/products/{i}" for i in range(1, 8)]
-REFERRERS = ["direct", "search", "social", "email"]
+from gregor.pipelines import pageview_avro
+from gregor.pipelines.generator import (
+    CHUNK,
+    END_PAGE,
+    PAGES,
+    REFERRERS,
+    START_MS,
+    end_marker,
+    generate_columns,
+    generate_events,
+    json_values,
+)
+
+VALUE_FORMATS = ("avro", "json")
 
 
 @dataclass(frozen=True)
@@ -51,8 +64,12 @@ class PipelineConfig:
     max_offsets_per_trigger: int = 5000
     starting_offsets: str = "earliest"  # or Spark's JSON form, to skip older input
     #: The streaming source: Gregor's data source, or "kafka", Spark's own connector (its jars on
-    #: spark.jars: bench/spark.py runs the job with each).
+    #: spark.jars: bench/spark.py runs the job with each; JSON values only).
     source_format: str = "gregor"
+    #: The input's values: "avro" through ``schema_registry`` (subject ``<input_topic>-value``)
+    #: or "json".
+    value_format: str = "avro"
+    schema_registry: str = ""
 
     @property
     def parquet_dir(self) -> str:
@@ -63,154 +80,53 @@ class PipelineConfig:
         return str(Path(self.output_dir) / "checkpoint")
 
 
-# --- the generator ---
-
-CHUNK = 65_536  # events per generated chunk; each chunk has its own seed, so chunks are independent
-
-
-def _seed(seed: int, chunk: int, column: int) -> int:
-    return (seed * 1_000_003 + chunk) * 8 + column
-
-
-def generate_columns(
-    n: int,
-    *,
-    users: int = 300,
-    minutes: int = 10,
-    jitter_s: int = 20,
-    seed: int = 7,
-    chunk: int | None = None,
-) -> Any:
-    """The generated page views as a ``pyarrow.Table`` (vectorized: about a million a second).
-
-    Columns event_id, user_id, page, ts, referrer, duration_ms; ``chunk`` k gives only events
-    ``[k * CHUNK, (k + 1) * CHUNK)``. Event i is due at ``START_MS + span * i // n`` of event time
-    and stamped up to ``jitter_s`` earlier, so the stream is out of order by less than the jitter.
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if chunk is None:
-        parts = [
-            generate_columns(n, users=users, minutes=minutes, jitter_s=jitter_s, seed=seed, chunk=k)
-            for k in range(-(-n // CHUNK))
-        ]
-        return pa.concat_tables(parts) if parts else _empty_table()
-    lo, hi = chunk * CHUNK, min((chunk + 1) * CHUNK, n)
-    if hi <= lo:
-        return _empty_table()
-    count = hi - lo
-    span = minutes * 60_000
-
-    def uniform(column: int) -> Any:
-        return pc.random(count, initializer=_seed(seed, chunk, column))
-
-    def below(column: int, k: int) -> Any:  # integers in [0, k)
-        return pc.cast(pc.floor(pc.multiply(uniform(column), k)), pa.int64())
-
-    idx = pa.array(range(lo, hi), pa.int64())
-    nominal = pc.add(START_MS, pc.divide(pc.multiply(idx, span), n))
-    ts = pc.max_element_wise(START_MS, pc.subtract(nominal, below(0, jitter_s * 1000)))
-    ts = pc.min_element_wise(ts, START_MS + span - 1)
-    user = pc.binary_join_element_wise(
-        "u", pc.utf8_lpad(pc.cast(below(1, users), pa.string()), 4, "0"), ""
-    )
-    # a few popular pages, a long tail: page k has weight 1 / (k + 1)
-    weights = [1.0 / (i + 1) for i in range(len(PAGES))]
-    total = sum(weights)
-    u = uniform(2)
-    page_idx = pa.nulls(count, pa.int64()).fill_null(0)
-    acc = 0.0
-    for w in weights[:-1]:
-        acc += w / total
-        page_idx = pc.add(page_idx, pc.cast(pc.greater_equal(u, acc), pa.int64()))
-    page = pc.take(pa.array(PAGES), page_idx)
-    referrer = pc.take(pa.array(REFERRERS), below(3, len(REFERRERS)))
-    duration = pc.cast(pc.add(200, below(4, 59_800)), pa.int32())
-    return pa.table(
-        {
-            "event_id": idx,
-            "user_id": user,
-            "page": page,
-            "ts": ts,
-            "referrer": referrer,
-            "duration_ms": duration,
-        }
-    )
+def format_error(config: PipelineConfig) -> str | None:
+    """Why the config's value format cannot run, or None."""
+    if config.value_format not in VALUE_FORMATS:
+        return (
+            f"value format must be one of {', '.join(VALUE_FORMATS)}, not {config.value_format!r}"
+        )
+    if config.value_format == "avro" and not config.schema_registry:
+        return (
+            "Avro page views need the cluster's schema registry: give its URL "
+            "(--schema-registry URL), or --value-format json"
+        )
+    if config.value_format == "avro" and config.source_format != "gregor":
+        return "Spark's own Kafka connector reads Avro only with spark-avro: use the json format"
+    return None
 
 
-def _empty_table() -> Any:
-    import pyarrow as pa
-
-    return pa.table(
-        {
-            "event_id": pa.array([], pa.int64()),
-            "user_id": pa.array([], pa.string()),
-            "page": pa.array([], pa.string()),
-            "ts": pa.array([], pa.int64()),
-            "referrer": pa.array([], pa.string()),
-            "duration_ms": pa.array([], pa.int32()),
-        }
-    )
+def register_schema(config: PipelineConfig) -> int | None:
+    """For Avro, the ``PageView`` schema's id, registered under the input topic's value subject
+    (the id it has when already there); None for JSON."""
+    why = format_error(config)
+    if why is not None:
+        raise ValueError(why)
+    if config.value_format != "avro":
+        return None
+    return pageview_avro.register(config.schema_registry, config.input_topic)
 
 
-def json_values(table: Any) -> Any:
-    """Each row as the JSON page view of the module docstring (a binary Arrow array)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    def text(name: str) -> Any:
-        return pc.cast(table.column(name), pa.string())
-
-    return pc.cast(
-        pc.binary_join_element_wise(
-            '{"event_id":',
-            text("event_id"),
-            ',"user_id":"',
-            table.column("user_id"),
-            '","page":"',
-            table.column("page"),
-            '","ts":',
-            text("ts"),
-            ',"referrer":"',
-            table.column("referrer"),
-            '","duration_ms":',
-            text("duration_ms"),
-            "}",
-            "",
-        ),
-        pa.binary(),
-    )
+def event_encoder(config: PipelineConfig, schema_id: int | None = None) -> Callable[[dict], bytes]:
+    """One page view (a dict) as the input topic's value in the config's format (for Avro with
+    ``schema_id``, registered first when not given)."""
+    if config.value_format == "json":
+        return lambda e: json.dumps(e, separators=(",", ":")).encode()
+    sid = register_schema(config) if schema_id is None else schema_id
+    assert sid is not None
+    return lambda e: pageview_avro.avro_record(e, sid)
 
 
-def generate_events(
-    n: int, *, users: int = 300, minutes: int = 10, jitter_s: int = 20, seed: int = 7
-) -> list[dict]:
-    """``n`` page views spread over ``minutes`` of event time, out of order by < ``jitter_s``."""
-    return generate_columns(
-        n, users=users, minutes=minutes, jitter_s=jitter_s, seed=seed
-    ).to_pylist()
-
-
-def end_marker(events: Any, window_ms: int = 60_000, watermark_ms: int = 60_000) -> dict:
-    """An event late enough in event time that the watermark passes every real window."""
-    if isinstance(events, list):
-        last = max(e["ts"] for e in events) if events else START_MS
-    else:
-        last = events if isinstance(events, int) else START_MS
-    ts = (last // window_ms + 1) * window_ms + watermark_ms + window_ms
-    return {
-        "event_id": -1,
-        "user_id": "",
-        "page": END_PAGE,
-        "ts": ts,
-        "referrer": "",
-        "duration_ms": 0,
-    }
-
-
-def produce_events(bootstrap_servers: str, topic: str, events: Iterable[dict]) -> int:
+def produce_events(
+    bootstrap_servers: str,
+    topic: str,
+    events: Iterable[dict],
+    encode: Callable[[dict], bytes] | None = None,
+) -> int:
+    """Produce ``events`` to ``topic``, each encoded by ``encode`` (default: JSON)."""
     from gregor.client import Producer
+
+    to_bytes = encode or (lambda e: json.dumps(e, separators=(",", ":")).encode())
 
     n = 0
     with Producer(
@@ -221,11 +137,7 @@ def produce_events(bootstrap_servers: str, topic: str, events: Iterable[dict]) -
             key = e["user_id"].encode() or None
             # a keyless record (the end marker) goes to partition 0, not to a sticky random one,
             # so that the same input always lands in the same partitions
-            futures.append(
-                p.send(
-                    topic, json.dumps(e, separators=(",", ":")).encode(), key, None if key else 0
-                )
-            )
+            futures.append(p.send(topic, to_bytes(e), key, None if key else 0))
             n += 1
         p.flush()
         for f in futures:
@@ -312,17 +224,27 @@ def windows_stream(spark: Any, config: PipelineConfig) -> Any:
     """The streaming DataFrame of closed windows: window_start, window_end, page, views, users."""
     from pyspark.sql import functions as F
 
-    events = (
+    why = format_error(config)
+    if why is not None:
+        raise ValueError(why)
+    reader = (
         spark.readStream.format(config.source_format)
         .option("kafka.bootstrap.servers", config.bootstrap_servers)
         .option("subscribe", config.input_topic)
         .option("startingOffsets", config.starting_offsets)
         .option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
-        .load()
-        .select(F.from_json(F.col("value").cast("string"), event_schema()).alias("e"))
-        .select("e.*")
-        .withColumn("event_time", F.timestamp_millis(F.col("ts")))
-        .withWatermark("event_time", config.watermark)
+    )
+    if config.value_format == "avro":  # typed columns, decoded in the data source
+        read = reader.option("valueFormat", "avro").option("schemaRegistry", config.schema_registry)
+        parsed = read.load().select("value.*")
+    else:
+        parsed = (
+            reader.load()
+            .select(F.from_json(F.col("value").cast("string"), event_schema()).alias("e"))
+            .select("e.*")
+        )
+    events = parsed.withColumn("event_time", F.timestamp_millis(F.col("ts"))).withWatermark(
+        "event_time", config.watermark
     )
     # The end marker is not filtered out: Spark would push that filter below the watermark and
     # the marker would no longer advance it. Its own window lies beyond the watermark it sets,
@@ -570,7 +492,18 @@ def _iso(ms: int) -> str:
 
 
 __all__ = [
+    "CHUNK",
+    "END_PAGE",
+    "PAGES",
+    "REFERRERS",
+    "START_MS",
+    "VALUE_FORMATS",
     "PipelineConfig",
+    "event_encoder",
+    "format_error",
+    "register_schema",
+    "generate_columns",
+    "json_values",
     "check",
     "create_topics",
     "end_marker",

@@ -13,6 +13,18 @@ KEEP_HELP = (
     "Keep the previous run's windows, checkpoint and broker data instead of starting afresh."
 )
 ROWS_HELP = "Result rows to print: a number (0: no table) or 'all'."
+VALUE_FORMAT_HELP = (
+    "How the page views are written: avro (the default: Confluent-framed Avro, the schema in a "
+    "schema registry, read by Spark as typed columns) or json."
+)
+AVRO_NEEDS_REGISTRY = (
+    "the page views are Avro through a schema registry by default: give the cluster's "
+    "registry with --schema-registry URL, or use --value-format json"
+)
+SCHEMA_REGISTRY_HELP = (
+    "The schema registry for avro: by default the started broker serves one; with "
+    "--bootstrap-servers give that cluster's registry."
+)
 
 
 def parse_rows(text: str | int) -> int | None:

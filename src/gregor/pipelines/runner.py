@@ -39,7 +39,15 @@ from typing import Any
 
 from gregor.pipelines import clickstream as cs
 from gregor.pipelines import output_dir
-from gregor.pipelines.options import KEEP_HELP, OUTPUT_DIR_HELP, ROWS_HELP, rows_arg
+from gregor.pipelines.options import (
+    AVRO_NEEDS_REGISTRY,
+    KEEP_HELP,
+    OUTPUT_DIR_HELP,
+    ROWS_HELP,
+    SCHEMA_REGISTRY_HELP,
+    VALUE_FORMAT_HELP,
+    rows_arg,
+)
 
 _DEBUG = bool(os.environ.get("GREGOR_PIPELINE_DEBUG"))  # timestamps, batch durations
 _T0 = time.monotonic()
@@ -74,9 +82,12 @@ def generate_and_produce(
     produced: Any,
     started: Any,
     finished: Any,
+    schema_id: int | None = None,
 ) -> None:
-    """The generator process: every chunk of events to ``topic`` (key: user id)."""
+    """The generator process: every chunk of events to ``topic`` (key: user id), as Avro with
+    ``schema_id`` (Confluent's framing), or as JSON when it is None."""
     from gregor.client import Producer, partition_for_key
+    from gregor.pipelines.pageview_avro import avro_values
 
     os.nice(GENERATOR_NICE)
     config = {
@@ -94,7 +105,8 @@ def generate_and_produce(
             table = cs.generate_columns(
                 n, users=users, minutes=minutes, jitter_s=jitter_s, seed=seed, chunk=k
             )
-            values = cs.json_values(table).to_pylist()
+            encoded = cs.json_values(table) if schema_id is None else avro_values(table, schema_id)
+            values = encoded.to_pylist()
             keys = table.column("user_id").cast("binary").to_pylist()
             if started.value == 0:
                 started.value = time.time()
@@ -149,13 +161,28 @@ def run(
     t0 = time.monotonic()
     out = Path(config.output_dir)
     broker = None
+    # without a broker given, the started one serves the registry (below)
+    embedded = not config.bootstrap_servers and not config.schema_registry
+    why = cs.format_error(replace(config, schema_registry="embedded") if embedded else config)
+    if why is not None:
+        raise ValueError(why)
     if not config.bootstrap_servers:
         from gregor.launch import BrokerProcess
 
         say("starting a Gregor broker")
-        broker = BrokerProcess(data_dir=out / "broker", config={"log.retention.ms": "-1"}).start()
-        config = replace(config, bootstrap_servers=broker.bootstrap_servers)
+        props = {"log.retention.ms": "-1"}
+        serve_registry = config.value_format == "avro" and not config.schema_registry
+        if serve_registry:  # the broker serves the registry the page views' schema goes to
+            props["schema.registry.listener"] = "http://127.0.0.1:0"
+        broker = BrokerProcess(data_dir=out / "broker", config=props).start()
+        config = replace(
+            config,
+            bootstrap_servers=broker.bootstrap_servers,
+            schema_registry=broker.schema_registry_url or config.schema_registry,
+        )
         say(f"broker listening on {config.bootstrap_servers} (data in {out / 'broker'})")
+        if serve_registry:
+            say(f"schema registry beside it at {config.schema_registry}")
     spark = None
     gen: Any = None
     try:
@@ -168,6 +195,12 @@ def run(
         say(
             f"topics {config.input_topic} ({config.partitions} partitions) and {config.output_topic} ready"
         )
+        schema_id = cs.register_schema(config)
+        if schema_id is not None:
+            say(
+                f"page views as Avro: schema id {schema_id} "
+                f"(subject {config.input_topic}-value at {config.schema_registry})"
+            )
         ctx = mp.get_context("spawn")
         produced, started, finished = ctx.Value("q", 0), ctx.Value("d", 0.0), ctx.Value("d", 0.0)
         if produce:
@@ -184,6 +217,7 @@ def run(
                     produced,
                     started,
                     finished,
+                    schema_id,
                 ),
                 daemon=True,
             )
@@ -215,7 +249,8 @@ def run(
         signal.signal(signal.SIGINT, _on_sigint)
         if _DEBUG:
             say("Spark session ready")
-        end_time, batches, busy = _stream(spark, config, gen, produced, say)
+        encode = cs.event_encoder(config, schema_id)
+        end_time, batches, busy = _stream(spark, config, gen, produced, say, encode)
         got = cs.parquet_results(spark, config)
         if rows != 0:
             say("")
@@ -281,7 +316,12 @@ def _stop_spark(spark: Any) -> None:
 
 
 def _stream(
-    spark: Any, config: cs.PipelineConfig, gen: Any, produced: Any, say: Callable[[str], None]
+    spark: Any,
+    config: cs.PipelineConfig,
+    gen: Any,
+    produced: Any,
+    say: Callable[[str], None],
+    encode: Callable[[dict], bytes],
 ) -> tuple[float, int, float]:
     """Run the query until the generated input and the marker are processed; (end time,
     batches, seconds Spark spent in batches that read events)."""
@@ -330,13 +370,13 @@ def _stream(
                 if marker_target is not None and marker_batch < 0 and end == marker_target:
                     marker_batch, marker_seen_at = seen, time.monotonic()
                 elif target is not None and marker_target is None and _fits(config, end, target):
-                    marker_target = _produce_marker(config, target)
+                    marker_target = _produce_marker(config, target, encode)
             if target is None and (gen is None or not gen.is_alive()):
                 if gen is not None and gen.exitcode != 0:
                     raise RuntimeError(f"the generator failed (exit code {gen.exitcode})")
                 target = cs.input_end_offsets(config)
                 if marker_target is None and _fits(config, _last_end(query), target):
-                    marker_target = _produce_marker(config, target)
+                    marker_target = _produce_marker(config, target, encode)
             if marker_batch >= 0 and not query.status["isTriggerActive"]:
                 # the batch after the marker's emits the last windows; Spark runs none when
                 # nothing is left to close
@@ -365,14 +405,14 @@ def _fits(config: cs.PipelineConfig, end: Any, target: dict) -> bool:
     return left + 1 < config.max_offsets_per_trigger  # strictly: no float rounding can cut it short
 
 
-def _produce_marker(config: cs.PipelineConfig, target: dict) -> dict:
+def _produce_marker(
+    config: cs.PipelineConfig, target: dict, encode: Callable[[dict], bytes]
+) -> dict:
     from gregor.client import Producer
 
     marker = cs.end_marker(cs.START_MS + config.minutes * 60_000)
     with Producer({"bootstrap.servers": config.bootstrap_servers}) as p:
-        meta = p.send(
-            config.input_topic, json.dumps(marker, separators=(",", ":")).encode(), partition=0
-        ).result(60)
+        meta = p.send(config.input_topic, encode(marker), partition=0).result(60)
     new = json.loads(json.dumps(target))
     new[config.input_topic][str(meta.partition)] = meta.offset + 1
     return new
@@ -435,9 +475,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--output-topic", default="pageview-windows")
     ap.add_argument("--output-dir", default="gregor-pipeline", help=OUTPUT_DIR_HELP)
     ap.add_argument("--max-offsets-per-trigger", type=int, default=340_000)
+    ap.add_argument(
+        "--value-format", choices=cs.VALUE_FORMATS, default="avro", help=VALUE_FORMAT_HELP
+    )
+    ap.add_argument("--schema-registry", default="", metavar="URL", help=SCHEMA_REGISTRY_HELP)
     ap.add_argument("--keep", action="store_true", help=KEEP_HELP)
     ap.add_argument("--rows", type=rows_arg, default=30, help=ROWS_HELP)
     a = ap.parse_args(argv)
+    if a.bootstrap_servers and a.value_format == "avro" and not a.schema_registry:
+        ap.error(AVRO_NEEDS_REGISTRY)
     try:
         out = output_dir.prepare(a.output_dir, keep=a.keep)
     except output_dir.OutputDirError as e:
@@ -459,6 +505,8 @@ def main(argv: list[str] | None = None) -> int:
         seed=a.seed,
         partitions=a.partitions,
         max_offsets_per_trigger=a.max_offsets_per_trigger,
+        value_format=a.value_format,
+        schema_registry=a.schema_registry,
     )
     try:
         summary = run(config, master=a.master, say=say, rows=a.rows)
