@@ -81,12 +81,12 @@ def refused(settings: dict[str, str], message: str) -> None:
 class Beside:
     """A broker with the registry of ``schema.registry.listener`` beside it."""
 
-    def __init__(self, config: dict[str, str]) -> None:
+    def __init__(self, config: dict[str, str], port: int = 0) -> None:
         self.broker = InProcessBroker(
-            {"schema.registry.listener": "https://127.0.0.1:0", **config}
+            {"schema.registry.listener": f"https://127.0.0.1:{port}", **config}
         ).start()
         urls: list[str] = []
-        start = beside_broker("127.0.0.1", 0, "_schemas_tls", urls.append)
+        start = beside_broker("127.0.0.1", port, "_schemas_tls", urls.append)
         b = self.broker.broker
         assert b is not None
         self._stop: Callable[[], Any] = self.broker.call(lambda: start(b))
@@ -161,6 +161,32 @@ def test_client_certificates_when_the_broker_requires_them(pki: Pki) -> None:
                 conn.getresponse()
         finally:
             conn.close()
+    finally:
+        s.close()
+
+
+def test_validation_asks_the_https_registry_beside_the_broker(pki: Pki) -> None:
+    port = free_port()  # the broker's validation asks the port of its config
+    s = Beside(
+        {
+            "ssl.keystore.location": str(pki.server.combined),
+            "confluent.ssl.truststore.location": str(pki.ca.ca_path),
+        },
+        port,
+    )
+    try:
+        assert s.url == f"https://127.0.0.1:{port}"
+        client = SchemaRegistryClient({"url": s.url, "ssl.ca.location": str(pki.ca.ca_path)})
+        schema_id = client.register_schema("beside-value", Schema(SCHEMA, "AVRO"))
+        create(s.broker, "beside")
+        bs = s.broker.bootstrap_servers
+        assert raw_produce(bs, "beside", batch([framed(schema_id)])).error_code == 0
+        p = raw_produce(bs, "beside", batch([framed(schema_id + 1000)]))
+        assert p.error_code == ErrorCode.INVALID_RECORD
+        assert [(e.batch_index, e.batch_index_error_message) for e in p.record_errors] == [
+            (0, f"Schema id {schema_id + 1000} of the value is not registered")
+        ]
+        assert end_offset(bs, "beside") == 1
     finally:
         s.close()
 
