@@ -105,7 +105,10 @@ def test_a_port_in_use_stops_the_broker_in_one_line() -> None:
     ("settings", "message"),
     [
         ({"schema.registry.listener": "http://0.0.0.0:8081"}, "loopback address only"),
-        ({"schema.registry.listener": "https://127.0.0.1:8081"}, "https is not served yet"),
+        (
+            {"schema.registry.listener": "https://127.0.0.1:8081"},
+            "https serves the broker's own certificate, and this broker has none",
+        ),
         ({"schema.registry.listener": "somewhere"}, "use http://host:port"),
         (
             {"schema.registry.listener": "http://127.0.0.1:8081", "schema.registry.topic": "a b"},

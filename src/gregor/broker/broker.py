@@ -219,7 +219,7 @@ class Broker:
         self.replicas = ReplicaManager(self.node_id, self.logs, lambda: self.store.image)
         self.replicas.isr_changes = self.metrics.isr_changes
         self.replicas.schema_ids = SchemaIdValidator(
-            config.schema_registry_urls, lambda: self.store.image
+            config.schema_registry_urls, lambda: self.store.image, config.schema_registry_client
         )
         self.producer_ids = ProducerIdManager(self.store)
         self.controller_service = ControllerService(self.node_id, self.store)

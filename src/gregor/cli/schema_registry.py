@@ -33,7 +33,8 @@ def beside_broker(
     """The schema registry beside a broker (``schema.registry.listener``): started once the
     broker listens, it reads ``topic`` to its end before it answers, then tells ``listening``
     its URL (the port may be 0 in the config: any free one). The broker's config has
-    checked the address (loopback), the PLAINTEXT listener, and for
+    checked the address (loopback for http), built the https context from the broker's PEM
+    certificate (``schema_registry_tls``), checked the PLAINTEXT listener, and for
     ``schema.registry.authentication.method=BASIC`` / ``schema.registry.authorizer=acl`` the
     SASL listener logins are checked through."""
     try:
@@ -51,10 +52,12 @@ def beside_broker(
 
         name, bootstrap = plaintext_bootstrap(broker)
         shown = f"[{host}]" if ":" in host else host
+        tls = broker.config.schema_registry_tls
         server = SchemaRegistryServer(
             {"bootstrap.servers": bootstrap},
-            f"http://{shown}:{port}",
+            f"{'https' if tls else 'http'}://{shown}:{port}",
             topic=topic,
+            tls=tls,
             **_broker_security(broker),
         )
         try:

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping
+import ssl
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 from gregor.broker.config.config_def import BROKER_KEYS, BY_NAME, HOUR_MS, TYPES
+from gregor.broker.config.group_bounds import check_group_bounds
 from gregor.broker.config.listener_security import (
     InterBrokerClient,
     ListenerSecurity,
@@ -29,6 +31,12 @@ from gregor.broker.config.listener_security import (
     listener_security,
 )
 from gregor.broker.config.metrics_web import WebConfig, WebConfigError, load_web_config
+from gregor.broker.config.schema_registry_security import (
+    RegistryClient,
+    RegistrySecurityError,
+    registry_client,
+    registry_server_context,
+)
 from gregor.broker.config.schema_validation import registry_url_error, registry_urls
 from gregor.cluster.etcd_url import is_etcd_url, parse_etcd_url
 from gregor.security.password_encoder import PasswordEncoder
@@ -231,6 +239,8 @@ class BrokerConfig:
         #: (host, port) of the schema registry served beside the broker
         #: (``schema.registry.listener``).
         self.schema_registry_address: tuple[str, int] | None = None
+        #: its TLS context when https (the broker's own PEM certificate), else None.
+        self.schema_registry_tls: ssl.SSLContext | None = None
         #: (host, port) of the web console served beside the broker (``console.listener``).
         self.console_address: tuple[str, int] | None = None
         for listener in self.listeners:
@@ -314,7 +324,10 @@ class BrokerConfig:
                 )
         self._check_schema_registry()
         self._check_connection_limits()
-        self._check_group_bounds()
+        try:
+            check_group_bounds(self.values)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
         self.password_encoder = self._encoder("password.encoder.secret")
         #: Decodes what an earlier password.encoder.secret encoded (re-encoded at start).
         self.old_password_encoder = self._encoder("password.encoder.old.secret")
@@ -344,56 +357,18 @@ class BrokerConfig:
                 f"(use one of: {', '.join(sorted(METADATA_STORES))}, etcd://host:port[/prefix])"
             )
 
-    def _check_group_bounds(self) -> None:
-        """Kafka's start-up checks of the group coordinator's settings (GroupCoordinatorConfig,
-        ShareGroupConfig), in its order and words: each default within its bounds, the bounds
-        in order, the heartbeat interval below the session timeout."""
-        v = self.values
-
-        def require(ok: bool, message: str) -> None:
-            if not ok:
-                raise ConfigError(message)
-
-        def at_least(a: str, b: str) -> None:
-            require(v[a] >= v[b], f"{a} must be greater than or equal to {b}")
-
-        def at_most(a: str, b: str) -> None:
-            require(v[a] <= v[b], f"{a} must be less than or equal to {b}")
-
-        for kind in ("consumer", "share"):
-            heartbeat, session = (
-                f"group.{kind}.heartbeat.interval.ms",
-                f"group.{kind}.session.timeout.ms",
-            )
-            for value, low, high in (
-                (
-                    heartbeat,
-                    f"group.{kind}.min.heartbeat.interval.ms",
-                    f"group.{kind}.max.heartbeat.interval.ms",
-                ),
-                (
-                    session,
-                    f"group.{kind}.min.session.timeout.ms",
-                    f"group.{kind}.max.session.timeout.ms",
-                ),
-            ):
-                at_least(high, low)
-                at_least(value, low)
-                at_most(value, high)
-            require(v[heartbeat] < v[session], f"{heartbeat} must be less than {session}")
-        at_least("group.share.record.lock.duration.ms", "group.share.min.record.lock.duration.ms")
-        at_least("group.share.max.record.lock.duration.ms", "group.share.record.lock.duration.ms")
-
     @property
     def schema_registry_urls(self) -> tuple[str, ...]:
         """The registry a topic's schema ID validation asks (``confluent.schema.registry.url``,
         else the one served at ``schema.registry.listener``); empty: none."""
         return registry_urls(
-            self.values["confluent.schema.registry.url"], self.schema_registry_address
+            self.values["confluent.schema.registry.url"],
+            self.schema_registry_address,
+            self.schema_registry_tls is not None,
         )
 
     def _check_schema_registry(self) -> None:
-        """``schema.registry.listener``: ``http://HOST:PORT`` on loopback (plain http), reaching
+        """``schema.registry.listener``: http on loopback or https (with a login), reaching
         the broker through a PLAINTEXT listener, on a single broker (one registry writes a
         topic's ids; a cluster-wide writer election is not built yet); its login and ACLs."""
         why = registry_url_error(self.values["confluent.schema.registry.url"])
@@ -404,26 +379,42 @@ class BrokerConfig:
                 "confluent.schema.registry.url is set but the broker asks the registry with "
                 "aiohttp, the schema-registry extra: pip install 'gregor[schema-registry]'"
             )
+        try:  # how schema ID validation logs in to and trusts the registry it asks
+            self.schema_registry_client: RegistryClient = registry_client(
+                lambda k: str(self.values[k]) if k in self.raw else None
+            )
+        except RegistrySecurityError as e:
+            raise ConfigError(str(e)) from None
         value = self.values["schema.registry.listener"]
         if not value:
             return
         text = str(value).strip()
         key = f"schema.registry.listener={value}"
-        if text.startswith("https://"):
-            raise ConfigError(
-                f"{key}: https is not served yet; serve http on loopback, or put "
-                "`gregor schema-registry` behind a TLS proxy"
-            )
-        if not text.startswith("http://"):
-            raise ConfigError(f"{key}: use http://host:port (e.g. http://127.0.0.1:8081)")
+        usage = f"{key}: use http://host:port or https://host:port (e.g. http://127.0.0.1:8081)"
+        https = text.startswith("https://")
+        if not https and not text.startswith("http://"):
+            raise ConfigError(usage)
         try:
-            self.schema_registry_address = parse_metrics_listener(text)
+            self.schema_registry_address = parse_metrics_listener(text[8:] if https else text)
         except ConfigError:
-            raise ConfigError(f"{key}: use http://host:port (e.g. http://127.0.0.1:8081)") from None
-        if not _is_loopback(self.schema_registry_address[0]):
+            raise ConfigError(usage) from None
+        beyond = not _is_loopback(self.schema_registry_address[0])
+        if https:
+            tls: list[Callable[[str], str | None]] = [self.raw.get]
+            tls += [
+                functools.partial(self.listener_value, x.name)
+                for x in self.listeners
+                if self.security_protocol(x.name) in ("SSL", "SASL_SSL")
+            ]
+            basic = str(self.values["schema.registry.authentication.method"]).upper() == "BASIC"
+            try:
+                self.schema_registry_tls = registry_server_context(str(value), tls, beyond, basic)
+            except RegistrySecurityError as e:
+                raise ConfigError(str(e)) from None
+        elif beyond:
             raise ConfigError(
-                f"{key}: the schema registry beside the broker serves plain http, so on a loopback "
-                "address only (127.0.0.1, ::1, localhost)"
+                f"{key}: plain http is served on a loopback address only (127.0.0.1, ::1, "
+                "localhost); serve https:// with the broker's PEM certificate (ssl.keystore.*)"
             )
         if not any(
             self.security_protocol(listener.name) == "PLAINTEXT" for listener in self.listeners

@@ -13,6 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gregor.broker.config.schema_registry_security import (
+    CLIENT_SETTINGS as SCHEMA_REGISTRY_CLIENT_SETTINGS,
+)
+
 
 def _bool(v: str) -> bool:
     s = v.strip().lower()
@@ -453,8 +457,9 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
         "schema.registry.listener",
         "string",
         None,
-        "Serve a Confluent-compatible schema registry at http://host:port beside the broker "
-        "(through its first PLAINTEXT listener, schemas in schema.registry.topic); unset: none. "
+        "Serve a Confluent-compatible schema registry at http://host:port (loopback) or "
+        "https://host:port (the broker's PEM ssl.keystore.*) beside the broker (through its "
+        "first PLAINTEXT listener, schemas in schema.registry.topic); unset: none. "
         "`gregor schema-registry` serves one for any cluster.",
     ),
     ConfigKey(
@@ -548,5 +553,6 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
         "How often the controller removes expired delegation tokens.",
         1,
     ),
+    *(ConfigKey(*setting) for setting in SCHEMA_REGISTRY_CLIENT_SETTINGS),
 )
 BY_NAME = {k.name: k for k in BROKER_KEYS}

@@ -89,15 +89,18 @@ def _decode(configs: Mapping[str, str], name: str) -> bool:
     return configs.get(name, ID_LEVEL).strip().lower() == DECODE_LEVEL
 
 
-def registry_urls(configured: object, served: tuple[str, int] | None) -> tuple[str, ...]:
+def registry_urls(
+    configured: object, served: tuple[str, int] | None, https: bool = False
+) -> tuple[str, ...]:
     """The registry URLs the broker asks: ``confluent.schema.registry.url`` (a comma-separated
-    list, tried in order), else the registry served beside the broker, else none."""
+    list, tried in order), else the registry served beside the broker (``https`` when it
+    serves https), else none."""
     text = str(configured or "").strip()
     if text:
         return tuple(u.strip().rstrip("/") for u in text.split(",") if u.strip())
     if served is not None:
         host, port = served
-        return (f"http://{f'[{host}]' if ':' in host else host}:{port}",)
+        return (f"http{'s' if https else ''}://{f'[{host}]' if ':' in host else host}:{port}",)
     return ()
 
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
+from gregor.broker.config.schema_registry_security import RegistryClient
 from gregor.broker.config.schema_validation import (
     RECORD_NAME,
     TOPIC_NAME,
@@ -73,8 +74,14 @@ _Side = tuple[str, int, list[int], Buffer, int]
 class SchemaIdValidator:
     """The leader's schema ID check of produced records (see the module's theory)."""
 
-    def __init__(self, urls: tuple[str, ...], image: Callable[[], MetadataImage]) -> None:
-        self.lookup = SchemaLookup(urls) if urls else None
+    def __init__(
+        self,
+        urls: tuple[str, ...],
+        image: Callable[[], MetadataImage],
+        client: RegistryClient | None = None,
+    ) -> None:
+        client = client or RegistryClient()
+        self.lookup = SchemaLookup(urls, client.login, client.ssl_context) if urls else None
         self._image = image
 
     async def close(self) -> None:

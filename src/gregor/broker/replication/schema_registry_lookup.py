@@ -21,7 +21,10 @@ the ids already cached (every well-behaved producer's) keep being answered from 
 The registry unreachable, slow (``REQUEST_TIMEOUT``) or answering anything but a schema or
 "not found" raises ``RegistryUnavailable``: the produce is refused with a retriable error,
 never accepted unchecked. The URLs (``confluent.schema.registry.url``, a list) are tried in
-order. aiohttp is imported when the first lookup runs (it is the schema-registry extra).
+order, each with the broker's login (``confluent.basic.auth.user.info``) and TLS context
+(``confluent.ssl.*``; ``config.schema_registry_security``); a registry refusing the login (401,
+403) is an error like any other, so the produce is refused with the same retriable error.
+aiohttp is imported when the first lookup runs (it is the schema-registry extra).
 
 Record names, as Confluent's serializers name subjects: Avro's full name (``namespace.name``),
 Protobuf's first message with its package (from the ``serialized`` descriptor), JSON Schema's
@@ -34,6 +37,7 @@ import asyncio
 import base64
 import binascii
 import json
+import ssl
 import time
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -118,8 +122,15 @@ def _protobuf_name(serialized: str) -> str | None:
 class SchemaLookup:
     """The registry's facts of schema ids, cached (see the module's theory of operation)."""
 
-    def __init__(self, urls: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        urls: tuple[str, ...],
+        login: tuple[str, str] | None = None,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.urls = urls
+        self._login = login  # (user, password): HTTP basic auth on every request; never shown
+        self._tls = tls
         self._cache: OrderedDict[int, tuple[SchemaFacts, float]] = OrderedDict()
         self._inflight: dict[tuple[int, bool, bool], asyncio.Future[SchemaFacts]] = {}
         self._tokens = LOOKUP_BURST
@@ -280,9 +291,13 @@ class SchemaLookup:
         import aiohttp
 
         if self._session is None:
+            headers = {"Accept": ACCEPT}
+            if self._login is not None:
+                headers["Authorization"] = aiohttp.encode_basic_auth(*self._login, encoding="utf-8")
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT),
-                headers={"Accept": ACCEPT},
+                headers=headers,
+                connector=aiohttp.TCPConnector(ssl=self._tls if self._tls is not None else True),
             )
         why = "no schema registry URL"
         for url in self.urls:
