@@ -69,11 +69,8 @@ def _topic_configs(admin: Any, names: list[str]) -> dict[str, ts.TopicTableConfi
 
 
 def _describe(admin: Any, settings: ts.CatalogSettings, topic: str) -> dict[str, Any]:
-    from pyiceberg.catalog import load_catalog
-    from pyiceberg.exceptions import NoSuchTableError
-
     from gregor.client.core.metadata import TopicPartition
-    from gregor.tables.offsets import table_offsets
+    from gregor.tables.status import table_status
 
     described = admin.describe_topics([topic])[topic]
     config = _topic_configs(admin, [topic])[topic]
@@ -81,38 +78,9 @@ def _describe(admin: Any, settings: ts.CatalogSettings, topic: str) -> dict[str,
     ends = admin.list_offsets(
         {TopicPartition(topic, p): "latest" for p in partitions}, isolation_level=1
     )
-    identifier = [settings.namespace, topic]
-    catalog = load_catalog(settings.name, **settings.load_properties())
-    offsets: dict[int, int] = {}
-    snapshot: dict[str, Any] | None = None
-    try:
-        table = catalog.load_table(tuple(identifier))
-    except NoSuchTableError:
-        table = None
-    if table is not None:
-        offsets = table_offsets(table)
-        current = table.current_snapshot()
-        if current is not None:
-            snapshot = {"id": current.snapshot_id, "timestamp_ms": current.timestamp_ms}
-    rows = []
-    for p in partitions:
-        end = ends[TopicPartition(topic, p)][0] or 0
-        at = offsets.get(p)
-        rows.append({"partition": p, "table_offset": at, "end_offset": end, "lag": end - (at or 0)})
-    return {
-        "topic": topic,
-        "mode": config.mode,
-        "target_lag_ms": config.target_lag_ms,
-        "table": identifier,
-        "table_exists": table is not None,
-        "catalog_name": settings.name,
-        "catalog_type": settings.type,
-        "catalog_uri": settings.uri,
-        "catalog_properties": settings.load_properties(),
-        "snapshot": snapshot,
-        "partitions": rows,
-        "lag": sum(r["lag"] for r in rows),
-    }
+    return table_status(
+        settings, topic, config, {p: ends[TopicPartition(topic, p)][0] or 0 for p in partitions}
+    )
 
 
 @tables.command("list")

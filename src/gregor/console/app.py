@@ -9,8 +9,8 @@ visitor's own with ``--auth sasl``, so the cluster's ACLs apply to what each vis
 
 This module makes the application (its routes, start and stop) and serves it; the pages live by
 family: ``overview`` (with the live charts), ``topics``, ``messages``, ``groups``, ``access``
-(ACLs and users) and ``schemas`` (a schema registry's subjects, versions and diffs), on the
-helpers of ``pages``.
+(ACLs and users), ``tables`` (topics written as Iceberg tables, with their lag) and ``schemas``
+(a schema registry's subjects, versions and diffs), on the helpers of ``pages``.
 
 Pages are rendered on the server (``console.html``); forms post and redirect back with a
 message, so every action works without JavaScript. Destructive actions (delete a topic, delete
@@ -42,6 +42,7 @@ from gregor.console.schemas import diff, schemas_nav, subject, subjects, version
 from gregor.console.sessions import Clock, run_every
 from gregor.console.settings import ConsoleSettings
 from gregor.console.state import STATE, ConsoleState
+from gregor.console.tables import tables, topic_table
 from gregor.console.topics import (
     add_partitions,
     alter_topic_configs,
@@ -87,6 +88,8 @@ def make_app(settings: ConsoleSettings, clock: Clock = time.monotonic) -> web.Ap
             web.post("/groups/{group}/reset", reset_group),
             web.get("/acls", acls),
             web.get("/users", users),
+            web.get("/tables", tables),
+            web.get("/tables/{topic}", topic_table),
             web.get("/schemas", subjects),
             web.get("/schemas/{subject}", subject),
             web.get("/schemas/{subject}/versions/{version}", version),

@@ -16,6 +16,7 @@ NAV = (
     ("/", "Overview"),
     ("/topics", "Topics"),
     ("/groups", "Consumer groups"),
+    ("/tables", "Tables"),
     ("/acls", "ACLs"),
     ("/users", "Users"),
 )

@@ -22,7 +22,12 @@ def cluster_catalog(admin: Any) -> ts.CatalogSettings:
     cluster = admin.describe_cluster()
     broker_id = str(cluster.brokers[0][0] if cluster.brokers else cluster.controller_id)
     found = admin.describe_configs([("broker", broker_id)])
-    entries = next(iter(found.values()))
+    return broker_catalog(next(iter(found.values())))
+
+
+def broker_catalog(entries: Any) -> ts.CatalogSettings:
+    """The catalog a broker's described configs (DescribeConfigs' entries of the broker, or the
+    error it answered) name; see :func:`cluster_catalog`."""
     if isinstance(entries, Exception):
         raise CatalogDiscoveryError(f"cannot read the broker's configs: {entries}")
     values = {name: e.value for name, e in entries.items() if e.value is not None}
