@@ -129,10 +129,9 @@ def test_a_port_in_use_stops_the_broker_in_one_line() -> None:
         (
             {
                 "schema.registry.listener": "http://127.0.0.1:8081",
-                "metadata.store": "etcd://127.0.0.1:2379",
-                "node.id": "1",
+                "schema.registry.group.id": "",
             },
-            "for a single broker",
+            "schema.registry.group.id: a group id",
         ),
     ],
 )

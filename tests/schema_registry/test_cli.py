@@ -103,3 +103,55 @@ def test_beyond_loopback_needs_the_insecure_flag() -> None:
     # with the flag it goes on (to the unreachable broker: one line, exit 1)
     done = run("-b", "127.0.0.1:1", "--listener", "http://0.0.0.0:0", "--insecure-no-auth")
     assert done.returncode == 1 and "cannot connect to 127.0.0.1:1" in done.stderr
+
+
+def _serve(broker: InProcessBroker, *args: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gregor", "schema-registry", "-b", broker.bootstrap_servers]
+        + ["--listener", "http://127.0.0.1:0", "--output", "json", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line, proc.stderr.read() if proc.stderr else ""
+    return proc, json.loads(line)["url"]
+
+
+def test_two_registries_elect_one_writer_and_forward(broker: InProcessBroker) -> None:
+    import urllib.error
+
+    shared = ("--topic", "_schemas_cli_pair", "--group-id", "cli-pair")
+    writer, writer_url = _serve(broker, *shared)
+    follower, follower_url = _serve(broker, *shared, "--no-leader-eligibility")
+    try:
+        body = json.dumps({"schema": '"string"'}).encode()
+        req = urllib.request.Request(
+            f"{follower_url}/subjects/pair-value/versions",
+            data=body,
+            method="POST",
+            headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+        )
+        while True:  # 50004 while the follower's first election names no writer yet
+            try:
+                with urllib.request.urlopen(req, timeout=60) as resp:
+                    assert json.loads(resp.read()) == {"id": 1, "version": 1}
+                    break
+            except urllib.error.HTTPError as e:
+                assert json.loads(e.read())["error_code"] == 50004
+        for url in (follower_url, writer_url):  # the follower reads its own write at once
+            with urllib.request.urlopen(f"{url}/schemas/ids/1", timeout=60) as resp:
+                assert json.loads(resp.read()) == {"schema": '"string"'}
+    finally:
+        for proc in (follower, writer):
+            proc.terminate()
+            proc.wait(60)
+
+
+def test_bad_election_flags_are_one_line() -> None:
+    done = run("-b", "127.0.0.1:1", "--advertised-url", "ftp://h:1")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "--advertised-url" in done.stderr and "is not http://HOST:PORT" in done.stderr
+    done = run("-b", "127.0.0.1:1", "--group-id", " ")
+    assert done.returncode == 2 and "a group id of 1 to 255 characters" in done.stderr

@@ -32,9 +32,12 @@ def beside_broker(
 ) -> Companion:
     """The schema registry beside a broker (``schema.registry.listener``): started once the
     broker listens, it reads ``topic`` to its end before it answers, then tells ``listening``
-    its URL (the port may be 0 in the config: any free one). The broker's config has
-    checked the address (loopback for http), built the https context from the broker's PEM
-    certificate (``schema_registry_tls``), checked the PLAINTEXT listener, and for
+    its URL (the port may be 0 in the config: any free one). In a cluster the registries of
+    all brokers elect one writer in the group ``schema.registry.group.id`` (those with
+    ``schema.registry.leader.eligibility``), each advertising its listener's host and bound
+    port; the others forward writes to it. The broker's config has checked the address
+    (loopback for http), built the https context from the broker's PEM certificate
+    (``schema_registry_tls``), checked the PLAINTEXT listener, and for
     ``schema.registry.authentication.method=BASIC`` / ``schema.registry.authorizer=acl`` the
     SASL listener logins are checked through."""
     try:
@@ -53,11 +56,16 @@ def beside_broker(
         name, bootstrap = plaintext_bootstrap(broker)
         shown = f"[{host}]" if ":" in host else host
         tls = broker.config.schema_registry_tls
+        values = broker.config.values
         server = SchemaRegistryServer(
             {"bootstrap.servers": bootstrap},
             f"{'https' if tls else 'http'}://{shown}:{port}",
             topic=topic,
             tls=tls,
+            group_id=str(values["schema.registry.group.id"]),
+            leader_eligibility=bool(values["schema.registry.leader.eligibility"]),
+            # a write forwarded to another broker's https registry trusts what validation does
+            forward_ssl=broker.config.schema_registry_client.ssl_context,
             **_broker_security(broker),
         )
         try:
@@ -142,8 +150,10 @@ Examples:
 
 \b
 Clients use it as Confluent's: schema.registry.url=http://127.0.0.1:8081 (with --auth
-sasl also basic.auth.user.info=USER:PASSWORD). One registry writes to a topic at a time:
-run one per --topic (a writer election comes later). With --auth sasl each request's
+sasl also basic.auth.user.info=USER:PASSWORD). Run as many registries per --topic as you
+like: they join the Kafka group --group-id and elect one writer among the
+--leader-eligibility ones; the others answer reads themselves and forward writes to the
+writer at the URL it advertises (--advertised-url, default the listener). With --auth sasl each request's
 basic-auth user and password are checked by logging in to the cluster as that user (its
 PLAIN or SCRAM users; a successful login is remembered for 60 s); without it there is no
 login, so a listener beyond loopback needs --insecure-no-auth. Passwords over plain HTTP
@@ -220,6 +230,27 @@ beyond loopback need --insecure-plain-http (or serve https with --tls-cert). Wit
     help="With --auth sasl, serve plain http beyond loopback anyway (passwords in clear).",
 )
 @click.option(
+    "--group-id",
+    default="schema-registry",
+    show_default=True,
+    help="The Kafka group the registries of a cluster elect their writer in "
+    "(Confluent's schema.registry.group.id).",
+)
+@click.option(
+    "--leader-eligibility/--no-leader-eligibility",
+    default=True,
+    show_default=True,
+    help="Whether this registry may be elected the writer (Confluent's leader.eligibility); "
+    "a registry that may not forwards every write.",
+)
+@click.option(
+    "--advertised-url",
+    default=None,
+    metavar="http(s)://HOST:PORT",
+    help="The URL the other registries forward writes to (default: the listener's, with the "
+    "machine's host name for a wildcard address and the bound port).",
+)
+@click.option(
     "--output",
     type=click.Choice(["text", "json"]),
     default="text",
@@ -240,6 +271,9 @@ def schema_registry(
     tls_key: str | None,
     insecure_no_auth: bool,
     insecure_plain_http: bool,
+    group_id: str,
+    leader_eligibility: bool,
+    advertised_url: str | None,
     output: str,
 ) -> None:
     """Serve a schema registry (Confluent's REST API) backed by the cluster."""
@@ -280,6 +314,13 @@ def schema_registry(
             raise click.BadParameter(f"{su!r} is not User:NAME", param_hint="--super-user")
     if not topic or len(topic) > 249:
         raise click.BadParameter("a topic name of 1 to 249 characters", param_hint="--topic")
+    if not group_id.strip() or len(group_id) > 255:
+        raise click.BadParameter("a group id of 1 to 255 characters", param_hint="--group-id")
+    if advertised_url is not None:
+        try:
+            parse_listener(advertised_url, tls=advertised_url.strip().startswith("https://"))
+        except ListenerError as e:
+            raise click.BadParameter(str(e), param_hint="--advertised-url") from None
     if acl_topic is not None and not 0 < len(acl_topic) <= 249:
         raise click.BadParameter("a topic name of 1 to 249 characters", param_hint="--acl-topic")
     cfg = client_config(bootstrap_server, properties)
@@ -319,6 +360,9 @@ def schema_registry(
                 authorizer=authorizer,
                 acl_topic=acl_topic,
                 super_users=super_users,
+                group_id=group_id,
+                leader_eligibility=leader_eligibility,
+                advertised_url=advertised_url,
             )
         )
     except KeyboardInterrupt:

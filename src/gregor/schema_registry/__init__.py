@@ -11,6 +11,7 @@ once read back. ``registry`` holds the rules (ids, versions, compatibility, dele
 authorizer (ACLs in the ``_schemas_acl`` topic, each endpoint's operation enforced) and
 ``server`` the process that ``gregor schema-registry`` runs.
 
-One registry process writes to a topic (it allocates the ids); electing that writer among
-brokers and forwarding from the others are later parts of issue 38.
+Any number of registries may share a topic: they elect one writer, the only one that
+allocates ids, in a Kafka group (``election``), and the others forward writes to it
+(``forwarding``), answering reads from their own copy of the topic.
 """

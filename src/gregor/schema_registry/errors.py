@@ -2,7 +2,8 @@
 ``{"error_code": ..., "message": ...}``.
 
 The codes are those of Confluent's Schema Registry API: 404xx for what is not there, 409 for an
-incompatible schema, 422xx for input the registry refuses, 500xx for the store.
+incompatible schema, 422xx for input the registry refuses, 500xx for the store
+and for writes no writer can take (50003 forwarding failed, 50004 leader not known).
 """
 
 from __future__ import annotations
@@ -137,7 +138,13 @@ def store_timeout(why: str) -> RegistryError:
     return RegistryError(500, 50002, f"Write to the Kafka store timed out: {why}")
 
 
-def not_writer() -> RegistryError:
-    return RegistryError(
-        500, 50004, "This registry is not the writer (forwarding is not implemented yet)"
-    )
+def forwarding_failed(why: str) -> RegistryError:
+    """A non-writer could not get the writer's answer to a forwarded write."""
+    return RegistryError(500, 50003, f"Error while forwarding the request to the leader: {why}")
+
+
+def unknown_leader(
+    why: str = "no writer is elected (a rebalance is in progress, or no registry is eligible)",
+) -> RegistryError:
+    """A write that no registry can take now: Confluent's 'unknown leader'."""
+    return RegistryError(500, 50004, f"Leader not known: {why}")

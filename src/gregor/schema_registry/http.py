@@ -454,6 +454,24 @@ async def contexts(request: web.Request) -> web.Response:
     return answer(_page(request, _registry(request).contexts()))
 
 
+#: The endpoints that append to the topic: a registry that is not the writer forwards them.
+WRITES: frozenset[object] = frozenset(
+    {
+        register,
+        delete_subject,
+        delete_version,
+        put_global_config,
+        delete_global_config,
+        put_config,
+        delete_config,
+        put_global_mode,
+        delete_global_mode,
+        put_mode,
+        delete_mode,
+    }
+)
+
+
 def make_app(registry: SchemaRegistry, middlewares: Sequence[Middleware] = ()) -> web.Application:
     """The API; ``middlewares`` (authentication) run inside the error answers."""
     app = web.Application(

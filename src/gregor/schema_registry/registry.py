@@ -4,8 +4,10 @@ does, without HTTP.
 Theory of operation. Reads answer from ``RegistryState`` as the reader last left it. Every
 change (register, delete, config, mode) runs under one lock: it checks the state, appends its
 records through ``KafkaStore.write`` (which returns once the record has been read back and
-applied) and answers from the state. With one writer per topic (``store`` says why) the lock
-makes check-then-write atomic, and ids are allocated as the highest id read plus one.
+applied) and answers from the state. Only the elected writer of the topic gets here
+(``election``; the others forward the request), so the lock makes check-then-write atomic and
+ids are allocated as the highest id read plus one; ``may_write`` refuses a write whose
+writer lost its election meanwhile (50004), before anything is appended.
 
 Registering follows Confluent's rules: a schema identical to a live version of the subject
 returns that version's id; otherwise it is checked against the subject's live versions at the
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +93,8 @@ class SchemaRegistry:
     def __init__(self, state: RegistryState, store: KafkaStore | None) -> None:
         self.state = state
         self.store = store
+        #: The writer election's check (``WriterElection.may_write``); None: always the writer.
+        self.may_write: Callable[[], bool] | None = None
         self._lock = asyncio.Lock()
         self._parsed_bytes = 0
         self._parsed: OrderedDict[tuple[str, str, tuple[Reference, ...]], ParsedSchema] = (
@@ -308,8 +313,8 @@ class SchemaRegistry:
             raise errors.operation_not_permitted(f"{where} is in read-only mode")
 
     async def _write(self, key: Key, value: bytes | None) -> None:
-        if self.store is None:
-            raise errors.not_writer()
+        if self.store is None or (self.may_write is not None and not self.may_write()):
+            raise errors.unknown_leader("this registry is not the writer (any more)")
         await self.store.write(key, value)
 
     async def register(

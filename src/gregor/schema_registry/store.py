@@ -2,7 +2,8 @@
 state, and the writer's appends, each answered only once read back.
 
 Theory of operation. ``KafkaStore.start`` makes sure the topic exists (one partition,
-``cleanup.policy=compact``; an existing topic with more than one partition or another cleanup
+``cleanup.policy=compact``, the replication factor waited for while a cluster's brokers are
+still too few, up to ``timeout_s``; an existing topic with more than one partition or another cleanup
 policy stops the registry, since its order or its history would be lost), assigns its only
 partition to a consumer without a group, seeks to the beginning and reads up to the end offset
 it found, applying each record to ``RegistryState``. A reader task then goes on reading as
@@ -16,9 +17,14 @@ seen everything written before this registry started. A write the broker does no
 or the reader does not see, within ``timeout_s`` is a store error (50001/50002), never a
 half-answered success.
 
-One registry process is the writer: the registry serializes writes and allocates ids from the
-state's highest id. A cluster-wide election of the writer (with forwarding from the others) is
-a later part of issue 38; until then run one ``gregor schema-registry`` per ``_schemas`` topic.
+Every registry reads the topic; one writes it. The registries sharing a topic elect the
+writer through a Kafka group (``election``): only the elected writer allocates ids and appends
+schemas, configs and modes, the others forward such requests to it (``forwarding``). A newly
+elected writer first writes a NOOP and waits for it (``sync``), so it has applied everything
+the previous writer appended before it allocates an id. A non-writer that forwarded a write
+waits with ``catch_up`` until its reader has reached the end offset the topic had after the
+writer's answer, so its own later reads see the write. NOOPs (a registry's start, a writer's
+election) change no state and any registry may append them.
 """
 
 from __future__ import annotations
@@ -39,6 +45,10 @@ log = logging.getLogger("gregor.schema_registry")
 
 class StoreConfigError(Exception):
     """The topic cannot serve as the store (wrong partitions or cleanup policy)."""
+
+
+class _TooFewBrokers(Exception):
+    """The topic's replication factor is over the live brokers (for now)."""
 
 
 class KafkaStore:
@@ -98,9 +108,26 @@ class KafkaStore:
         await self.wait_for(end - 1)
         await self._started()
 
+    async def sync(self) -> None:
+        """Until everything appended before now is applied: a NOOP written and read back."""
+        await self.write(Key("NOOP"), None)
+
+    async def catch_up(self) -> None:
+        """Until the reader has applied everything up to the topic's end offset as it is now."""
+        assert self._consumer is not None
+        try:
+            end = (await asyncio.wait_for(self._consumer.end_offsets([self.tp]), self.timeout_s))[
+                self.tp
+            ]
+        except TimeoutError:
+            raise errors.store_timeout("the end offset was not known in time") from None
+        except ClientKafkaError as e:
+            raise errors.store_error(str(e) or type(e).__name__) from None
+        await self.wait_for(end - 1)
+
     async def _started(self) -> None:
         """Read to the end found at start: prove it with a NOOP written and read back."""
-        await self.write(Key("NOOP"), None)
+        await self.sync()
         log.info(
             "schema registry store ready: %s at offset %d, %d subjects, highest id %d",
             self.topic,
@@ -110,6 +137,17 @@ class KafkaStore:
         )
 
     async def _ensure_topic(self) -> None:
+        """The topic, created if missing. A cluster's brokers starting one by one may be too
+        few for the replication factor yet: the creation is tried again until ``timeout_s``."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                return await self._ensure_topic_once(waited=time.monotonic() >= deadline)
+            except _TooFewBrokers as e:
+                log.info("schema registry: waiting for brokers to create %s: %s", self.topic, e)
+                await asyncio.sleep(0.5)
+
+    async def _ensure_topic_once(self, waited: bool) -> None:
         async with AIOAdminClient(self.client_config) as admin:
             found = (await admin.describe_topics([self.topic])).get(self.topic)
             if (
@@ -132,6 +170,8 @@ class KafkaStore:
                     ]
                 )
                 err = result.get(self.topic)
+                if getattr(err, "name", "") == "INVALID_REPLICATION_FACTOR" and not waited:
+                    raise _TooFewBrokers(str(err))
                 if err is not None and getattr(err, "name", "") != "TOPIC_ALREADY_EXISTS":
                     raise err
                 log.info("created the schema registry topic %s", self.topic)

@@ -369,8 +369,8 @@ class BrokerConfig:
 
     def _check_schema_registry(self) -> None:
         """``schema.registry.listener``: http on loopback or https (with a login), reaching
-        the broker through a PLAINTEXT listener, on a single broker (one registry writes a
-        topic's ids; a cluster-wide writer election is not built yet); its login and ACLs."""
+        the broker through a PLAINTEXT listener (in a cluster the brokers' registries elect
+        one writer in schema.registry.group.id); its login and ACLs."""
         why = registry_url_error(self.values["confluent.schema.registry.url"])
         if why is not None:
             raise ConfigError(why)
@@ -423,12 +423,8 @@ class BrokerConfig:
                 "schema.registry.listener needs a PLAINTEXT listener to reach the broker through; "
                 "with security on, run `gregor schema-registry` with the client's -X login settings"
             )
-        if is_etcd_url(str(self.values["metadata.store"])):
-            raise ConfigError(
-                "schema.registry.listener is for a single broker: in a cluster every broker's "
-                "registry would allocate ids, and electing one writer is not built yet; run one "
-                "`gregor schema-registry` for the cluster instead"
-            )
+        if not str(self.values["schema.registry.group.id"] or "").strip():
+            raise ConfigError("schema.registry.group.id: a group id (not empty)")
         topic = str(self.values["schema.registry.topic"] or "")
         if not topic or len(topic) > 249 or not re.fullmatch(r"[A-Za-z0-9._-]+", topic):
             raise ConfigError(

@@ -477,6 +477,19 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
         "The compacted topic the schema registry beside the broker keeps its schemas in.",
     ),
     ConfigKey(
+        "schema.registry.group.id",
+        "string",
+        "schema-registry",
+        "The Kafka group the registries beside a cluster's brokers (and any `gregor "
+        "schema-registry` of the cluster) elect their one writer in; the others forward writes.",
+    ),
+    ConfigKey(
+        "schema.registry.leader.eligibility",
+        "boolean",
+        True,
+        "Whether the registry beside this broker may be elected the writer of its topic.",
+    ),
+    ConfigKey(
         "schema.registry.authentication.method",
         "string",
         "NONE",
