@@ -2,7 +2,8 @@
 rows equal the topic's committed records exactly; a row filter prunes the planned files and
 selects exactly its rows; a snapshot id reads the table as it was; with ``tail=True`` the
 records not yet in the table are read from the topic, so the frame is the whole committed
-topic. polars and pyiceberg read the same table. A real in-process broker translates
+topic. A table on S3 (moto's server) is read by the Python source's tasks with Arrow, its
+secret hidden in Spark's plan. polars and pyiceberg read the same table. A real in-process broker translates
 (pyiceberg's SQL catalog on SQLite), confluent-kafka produces, the catalog is found by asking
 the cluster."""
 
@@ -22,6 +23,7 @@ from gregor.testing import InProcessBroker
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tables"))
 from tables_support import (  # noqa: E402
+    CommittedOffsets,
     Row,
     committed_offsets,
     create_table_topic,
@@ -151,6 +153,45 @@ def test_spark_reads_the_table_as_the_topic_holds_it(spark: Any, broker: InProce
     assert (
         rows_of(read_table(spark, topic, bootstrap_servers=bootstrap, tail=True)) == everything_now
     )
+
+
+def test_spark_reads_a_table_on_s3(spark: Any) -> None:
+    pytest.importorskip("moto")
+    from s3_support import moto_s3
+
+    from gregor.tables.settings import catalog_settings
+
+    topic = "table-on-s3"
+    with moto_s3() as store:
+        props = store.broker_props(f"s3://{store.new_bucket()}/warehouse")
+        with InProcessBroker(props) as b:
+            bootstrap = b.bootstrap_servers
+            create_table_topic(bootstrap, topic, PARTITIONS)
+            produce(bootstrap, topic, 120, "s")
+            offsets = CommittedOffsets(b.data_dir / "logs", topic, props)
+            ends = end_offsets(bootstrap, topic, PARTITIONS)
+            wait_until(lambda: all(offsets().get(p) == e for p, e in ends.items() if e > 0))
+            expected = topic_rows(bootstrap, topic, PARTITIONS)
+            assert len(expected) == 120
+            # the catalog's properties with the store's credentials, as a reader holds them
+            catalog = catalog_settings(props, str(b.data_dir / "logs")).load_properties()
+            assert catalog["s3.secret-access-key"] == store.secret_key
+            plan = plan_table(topic, catalog=catalog)
+            assert plan.files and all(f.startswith("s3://") for f in plan.files)
+            frame = read_table(spark, topic, catalog=catalog)
+            assert rows_of(frame) == expected
+            # one task per data file; the secret never shows in Spark's plan
+            assert frame.rdd.getNumPartitions() == len(plan.files)
+            shown = frame._jdf.queryExecution().toString()
+            assert store.secret_key not in shown and "gregor_table_files" in shown
+            # with the tail: records produced after the translator stopped come from the topic
+            set_mode(b, topic, "disabled")
+            produce(bootstrap, topic, 30, "t")
+            whole = read_table(
+                spark, topic, catalog=catalog, bootstrap_servers=bootstrap, tail=True
+            )
+            assert rows_of(whole) == topic_rows(bootstrap, topic, PARTITIONS)
+            assert len(rows_of(whole)) == 150
 
 
 def test_polars_and_pyiceberg_read_the_same_table(broker: InProcessBroker) -> None:

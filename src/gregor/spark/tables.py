@@ -18,9 +18,13 @@ the frame is the whole committed topic as of the read, the table's part at Parqu
 The result has the data source's columns but ``timestampType`` (the table does not keep it):
 ``key``, ``value``, ``topic``, ``partition``, ``offset``, ``timestamp``, ``headers``.
 
-Limits, refused with a message: a warehouse Spark's Hadoop cannot open without a JVM
-package (anything but local files: S3 needs hadoop-aws; read such a table with pyiceberg,
-DuckDB or polars instead), and tables with delete files (``key_value`` tables have none).
+A warehouse on S3 (``s3://``, ``s3a://``, ``s3n://``) cannot be opened by Spark's Hadoop
+without a JVM package (hadoop-aws): its files are read by Spark tasks of the Python source
+``gregor.spark.table_files`` with pyiceberg's FileIO and Arrow, with the table's IO properties
+(the credentials from the catalog properties given, else the executors' AWS environment).
+
+Limits, refused with a message: other object stores, and tables with delete files
+(``key_value`` tables have none).
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ class TablePlan:
     files: tuple[str, ...]
     snapshot_id: int | None
     offsets: Mapping[int, int]  # partition: next offset not in the snapshot
+    #: The table's FileIO properties when its files are on S3 (read by ``table_files``).
+    io: Mapping[str, str] | None = None
 
 
 def _spark_types() -> Any:
@@ -121,10 +127,16 @@ def _local(path: str) -> bool:
     return path.startswith(("file:", "/"))
 
 
+def _s3(path: str) -> bool:
+    from gregor.tables.settings import S3_SCHEMES
+
+    return path.startswith(S3_SCHEMES)
+
+
 def _refuse_remote(path: str) -> None:
     raise TableReadError(
-        f"{path}: Spark reads only local files without a JVM package (S3 needs "
-        "hadoop-aws); read this table with pyiceberg, DuckDB or polars"
+        f"{path}: Spark reads local files and S3 here; another store needs its JVM package "
+        "(read this table with pyiceberg, DuckDB or polars)"
     )
 
 
@@ -143,7 +155,7 @@ def _plan(
 
     props, namespace = _catalog_properties(catalog, admin)
     table = load_catalog("gregor", **props).load_table((namespace, topic))
-    if not _local(table.location()):  # refused before any planning
+    if not _local(table.location()) and not _s3(table.location()):  # before any planning
         _refuse_remote(table.location())
     if as_of_ms is not None:
         snap = table.snapshot_as_of_timestamp(as_of_ms)
@@ -164,13 +176,17 @@ def _plan(
             raise TableReadError(f"the table of {topic} has delete files: read it with pyiceberg")
         files.append(task.file.file_path)
     for path in files:  # a table's files may live outside its location
-        if not _local(path):
+        if not _local(path) and not _s3(path):
             _refuse_remote(path)
+    io = {str(k): str(v) for k, v in table.io.properties.items()}
     # the offsets the planned snapshot covers: its own map, or (a snapshot another Iceberg
     # writer made carries none) that of its newest ancestor with one, as the translator resumes
     carrier = offsets_snapshot(table, snap)
     summary = carrier.summary.additional_properties if carrier and carrier.summary else {}
-    return TablePlan(topic, tuple(files), snap.snapshot_id, offsets_of_summary(summary))
+    remote = any(_s3(path) for path in files)
+    return TablePlan(
+        topic, tuple(files), snap.snapshot_id, offsets_of_summary(summary), io if remote else None
+    )
 
 
 def read_table(
@@ -206,7 +222,11 @@ def read_table(
         if admin is not None:
             admin.close()
     schema = _spark_types()
-    if plan.files:
+    if plan.files and plan.io is not None:
+        from gregor.spark.table_files import read_files
+
+        files = read_files(spark, schema, list(plan.files), dict(plan.io))
+    elif plan.files:
         files = spark.read.schema(schema).parquet(*plan.files)
     else:
         files = spark.createDataFrame([], schema)
