@@ -141,3 +141,71 @@ def test_avro_maps_and_unions(spark: Any, served: tuple[str, str]) -> None:
     )
     back = read(spark, bootstrap, out, valueFormat="avro", schemaRegistry=url)
     assert sorted(rows(back), key=lambda v: v["id"]) == rows(df)[:5]
+
+
+#: The value with its timestamp as text (the session's time zone is UTC; Spark's datetime
+#: objects are the process's local time); a null value stays null.
+AT_UTC = "IF(value IS NULL, NULL, struct(value.*, CAST(value.at AS STRING) AS at_utc)) AS value"
+
+JSON_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer"},
+        "name": {"type": ["string", "null"]},
+        "at": {"type": "string", "format": "date-time"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "pos": {
+            "type": "object",
+            "properties": {"x": {"type": "number"}, "y": {"type": "number"}},
+        },
+        "stock": {"type": "object", "additionalProperties": {"type": "integer"}},
+    },
+    "required": ["id"],
+}
+
+
+def test_json_schema_values(spark: Any, served: tuple[str, str]) -> None:
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+
+    bootstrap, url = served
+    topic = f"json-{uuid.uuid4().hex[:8]}"
+    ser = JSONSerializer(json.dumps(JSON_SCHEMA), SchemaRegistryClient({"url": url}))
+    values = [
+        {
+            "id": 1,
+            "name": "a",
+            "at": "2024-05-06T07:08:09Z",
+            "tags": ["x", "y"],
+            "pos": {"x": 1.5, "y": -2},
+            "stock": {"eu": 3, "us": 0},
+        },
+        {"id": 2, "name": None, "tags": [], "stock": {}},
+        {"id": 3},
+    ]
+    produce(bootstrap, topic, ser, values)
+    registered = SchemaRegistryClient({"url": url}).get_latest_version(f"{topic}-value")
+    corrupt = b"\x00" + registered.schema_id.to_bytes(4, "big") + b'{"id": '
+    produce(bootstrap, topic, ser, [corrupt])
+
+    df = read(spark, bootstrap, topic, valueFormat="json", schemaRegistry=url, mode="PERMISSIVE")
+    assert df.schema["value"].dataType.simpleString() == (
+        "struct<id:bigint,name:string,at:timestamp,tags:array<string>,"
+        "pos:struct<x:double,y:double>,stock:map<string,bigint>>"
+    )
+    got = rows(df.selectExpr("offset", AT_UTC))
+    none = {"name": None, "at": None, "at_utc": None, "tags": None, "pos": None, "stock": None}
+    assert got == [
+        {
+            **values[0],
+            "at": got[0]["at"],
+            "at_utc": "2024-05-06 07:08:09",
+            "pos": {"x": 1.5, "y": -2.0},
+        },
+        {**none, "id": 2, "tags": [], "stock": {}},
+        {**none, "id": 3},
+        None,  # the corrupt payload, read as null
+    ]
+    with pytest.raises(Exception, match=rf"Malformed records .* {topic}-0 offset 3\b"):
+        read(spark, bootstrap, topic, valueFormat="json", schemaRegistry=url).collect()
+    with pytest.raises(Exception, match=r"subject '.*-value' version 1 is a JSON schema"):
+        read(spark, bootstrap, topic, valueFormat="avro", schemaRegistry=url).schema  # noqa: B018

@@ -466,7 +466,8 @@ def decode_column(
 
 
 def decode_batch(batch: pa.RecordBatch, columns: tuple[AvroColumn, ...]) -> pa.RecordBatch:
-    """Spark's Kafka batch with its ``key`` and/or ``value`` decoded as ``columns`` say."""
+    """Spark's Kafka batch with its ``key`` and/or ``value`` decoded as ``columns`` say (each
+    in its format: JSON Schema by :mod:`gregor.spark.json_columns`)."""
     if not columns:
         return batch
     arrays = list(batch.columns)
@@ -478,7 +479,12 @@ def decode_batch(batch: pa.RecordBatch, columns: tuple[AvroColumn, ...]) -> pa.R
     p = part[0].as_py() if batch.num_rows else -1
     for spec in columns:
         i = batch.schema.get_field_index(spec.column)
-        arrays[i] = decode_column(batch.column(i), spec, t, p, offsets)
+        if spec.format == "json":
+            from gregor.spark.json_columns import decode_column as decode_json
+
+            arrays[i] = decode_json(batch.column(i), spec, t, p, offsets)
+        else:
+            arrays[i] = decode_column(batch.column(i), spec, t, p, offsets)
         fields[i] = pa.field(spec.column, arrays[i].type)
     return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 
