@@ -209,3 +209,97 @@ def test_json_schema_values(spark: Any, served: tuple[str, str]) -> None:
         read(spark, bootstrap, topic, valueFormat="json", schemaRegistry=url).collect()
     with pytest.raises(Exception, match=r"subject '.*-value' version 1 is a JSON schema"):
         read(spark, bootstrap, topic, valueFormat="avro", schemaRegistry=url).schema  # noqa: B018
+
+
+PROTO = """syntax = "proto3";
+package shop;
+import "google/protobuf/timestamp.proto";
+
+message Order {
+  enum Status {
+    NEW = 0;
+    PAID = 1;
+  }
+  string id = 1;
+  Item item = 2;
+  repeated Item items = 3;
+  map<string, int64> counts = 4;
+  Status status = 5;
+  google.protobuf.Timestamp at = 6;
+}
+message Item {
+  string sku = 1;
+  double price = 2;
+}
+"""
+
+
+def test_protobuf_values(spark: Any, served: tuple[str, str]) -> None:
+    import datetime
+
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from google.protobuf import message_factory
+
+    from gregor.spark.protobuf_schema import reader_message
+
+    bootstrap, url = served
+    topic = f"proto-{uuid.uuid4().hex[:8]}"
+    client = SchemaRegistryClient({"url": url})
+    schema_id = client.register_schema(f"{topic}-value", Schema(PROTO, "PROTOBUF"))
+    # the message class from the registry's compiled descriptor
+    served_schema = client.get_schema(schema_id, fmt="serialized").schema_str
+    order = message_factory.GetMessageClass(reader_message(served_schema))
+    ser = ProtobufSerializer(
+        order,
+        client,
+        {
+            "use.deprecated.format": False,
+            "auto.register.schemas": False,
+            "use.latest.version": True,
+        },
+    )
+    first = order(
+        id="o1",
+        item={"sku": "a", "price": 1.5},
+        items=[{"sku": "b", "price": 2.0}, {"sku": "c"}],
+        counts={"x": 1, "y": -2},
+        status=1,
+    )
+    first.at.FromDatetime(datetime.datetime(2024, 5, 6, 7, 8, 9))
+    bare = order(id="o2")
+    corrupt = b"\x00" + schema_id.to_bytes(4, "big") + b"\x00\x0a\xff"
+    produce(bootstrap, topic, ser, [first, bare, corrupt])
+
+    df = read(
+        spark, bootstrap, topic, valueFormat="protobuf", schemaRegistry=url, mode="PERMISSIVE"
+    )
+    assert df.schema["value"].dataType.simpleString() == (
+        "struct<id:string,item:struct<sku:string,price:double>,"
+        "items:array<struct<sku:string,price:double>>,counts:map<string,bigint>,status:string,"
+        "at:timestamp>"
+    )
+    got = rows(df.selectExpr("offset", AT_UTC))
+    at = got[0]["at"]
+    assert got == [
+        {
+            "id": "o1",
+            "item": {"sku": "a", "price": 1.5},
+            "items": [{"sku": "b", "price": 2.0}, {"sku": "c", "price": 0.0}],
+            "counts": {"x": 1, "y": -2},
+            "status": "PAID",
+            "at": at,
+            "at_utc": "2024-05-06 07:08:09",
+        },
+        {
+            "id": "o2",
+            "item": None,
+            "items": [],
+            "counts": {},
+            "status": "NEW",
+            "at": None,
+            "at_utc": None,
+        },
+        None,  # the corrupt payload, read as null
+    ]
+    with pytest.raises(Exception, match=rf"Malformed records .* {topic}-0 offset 2\b"):
+        read(spark, bootstrap, topic, valueFormat="protobuf", schemaRegistry=url).collect()

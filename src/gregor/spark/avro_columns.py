@@ -467,7 +467,8 @@ def decode_column(
 
 def decode_batch(batch: pa.RecordBatch, columns: tuple[AvroColumn, ...]) -> pa.RecordBatch:
     """Spark's Kafka batch with its ``key`` and/or ``value`` decoded as ``columns`` say (each
-    in its format: JSON Schema by :mod:`gregor.spark.json_columns`)."""
+    in its format: JSON Schema by :mod:`gregor.spark.json_columns`, Protobuf by
+    :mod:`gregor.spark.protobuf_columns`)."""
     if not columns:
         return batch
     arrays = list(batch.columns)
@@ -483,6 +484,10 @@ def decode_batch(batch: pa.RecordBatch, columns: tuple[AvroColumn, ...]) -> pa.R
             from gregor.spark.json_columns import decode_column as decode_json
 
             arrays[i] = decode_json(batch.column(i), spec, t, p, offsets)
+        elif spec.format == "protobuf":
+            from gregor.spark.protobuf_columns import decode_column as decode_protobuf
+
+            arrays[i] = decode_protobuf(batch.column(i), spec, t, p, offsets)
         else:
             arrays[i] = decode_column(batch.column(i), spec, t, p, offsets)
         fields[i] = pa.field(spec.column, arrays[i].type)

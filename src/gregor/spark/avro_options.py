@@ -1,7 +1,7 @@
 """The source's options for typed key and value columns, resolved once when a query is planned.
 
-``valueFormat`` / ``keyFormat``: ``binary`` (Spark's Kafka schema, the default), ``avro`` or
-``json`` (Confluent-framed Avro or JSON Schema through a schema
+``valueFormat`` / ``keyFormat``: ``binary`` (Spark's Kafka schema, the default), ``avro``,
+``json`` or ``protobuf`` (Confluent-framed Avro, JSON Schema or Protobuf through a schema
 registry, decoded into a struct column; the subject's schema must be of that type). With a
 format: ``schemaRegistry`` (the registry's URL), ``valueSubject`` / ``keySubject`` (default
 ``<topic>-value`` / ``<topic>-key``, Confluent's TopicNameStrategy, for a query of one topic),
@@ -23,7 +23,7 @@ from gregor.spark.avro_schema import parse, spark_type
 from gregor.spark.options import OptionError, lower_keys
 
 #: The formats of typed columns, as ``valueFormat`` names them, and the registry's schema type.
-FORMATS = {"avro": "AVRO", "json": "JSON"}
+FORMATS = {"avro": "AVRO", "json": "JSON", "protobuf": "PROTOBUF"}
 
 
 def column_type(column: AvroColumn) -> DataType:
@@ -32,6 +32,10 @@ def column_type(column: AvroColumn) -> DataType:
         from gregor.spark import json_schema
 
         return json_schema.spark_type(json_schema.parse(column.schema))
+    if column.format == "protobuf":
+        from gregor.spark import protobuf_schema
+
+        return protobuf_schema.spark_type(protobuf_schema.reader_message(column.schema))
     return spark_type(parse(column.schema))
 
 
@@ -81,13 +85,12 @@ def parse_columns(
         if fmt == "binary":
             for k in (f"{column}subject", f"{column}schemaversion"):
                 if k in opts:
-                    raise OptionError(f"option {k!r} needs {column}Format 'avro' or 'json'")
+                    raise OptionError(
+                        f"option {k!r} needs {column}Format 'avro', 'json' or 'protobuf'"
+                    )
             continue
         if fmt not in FORMATS:
-            raise OptionError(
-                f"{column}Format must be binary, avro or json, got {fmt!r} (Protobuf columns are "
-                "not supported yet)"
-            )
+            raise OptionError(f"{column}Format must be binary, avro, json or protobuf, got {fmt!r}")
         url = opts.get("schemaregistry", "").strip()
         if not url.startswith(("http://", "https://")):
             raise OptionError(
@@ -127,6 +130,14 @@ def parse_columns(
                 "typed columns do not support yet"
             )
         schema = str(got["schema"])
+        if fmt == "protobuf":  # the compiled descriptor (base64), which needs no protoc to read
+            try:
+                served = registry_client(url).call(
+                    "GET", f"/schemas/ids/{int(got['id'])}", format="serialized"
+                )
+            except (RegistryHTTPError, RegistryUnreachable) as e:
+                raise OptionError(f"{column}Format 'protobuf': subject {subject!r}: {e}") from None
+            schema = str(served.get("schema", "")) if isinstance(served, dict) else ""
         typed = AvroColumn(
             column, url, subject, int(got.get("version", 0)), int(got["id"]), schema, mode, fmt
         )
