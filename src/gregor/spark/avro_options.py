@@ -8,7 +8,8 @@ format: ``schemaRegistry`` (the registry's URL), ``valueSubject`` / ``keySubject
 ``valueSchemaVersion`` / ``keySchemaVersion`` (``latest``, the default, or a version number:
 looked up once, so every task of the query reads with the same schema), and ``mode``
 (``FAILFAST``, the default, or ``PERMISSIVE``: a record that does not decode reads as null),
-as Spark's ``from_avro`` takes it.
+as Spark's ``from_avro`` takes it. A Protobuf column keeps the subject version's compiled
+descriptor (``format=serialized``, base64) as its schema, so workers need no protoc.
 """
 
 from __future__ import annotations
