@@ -79,6 +79,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "spark/test_connect.py",
         "spark/test_streaming_read.py",
         "spark/test_worker_imports.py",
+        "spark/test_typed_columns.py",
     ),
     "spark-c": (
         "spark/test_cluster.py",

@@ -174,7 +174,7 @@ def test_malformed_records(spark: Any, served: tuple[str, str]) -> None:
 @pytest.mark.parametrize(
     ("opts", "message"),
     [
-        ({"valueFormat": "json"}, "valueFormat must be binary or avro"),
+        ({"valueFormat": "xml"}, "valueFormat must be binary, avro, json or protobuf"),
         ({"valueFormat": "avro", "schemaRegistry": ""}, "needs the option schemaRegistry"),
         ({"valueFormat": "avro", "valueSubject": "nope-value"}, "Subject 'nope-value' not found"),
         ({"valueSubject": "x"}, "needs valueFormat 'avro'"),

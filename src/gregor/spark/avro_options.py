@@ -1,25 +1,44 @@
 """The source's options for typed key and value columns, resolved once when a query is planned.
 
-``valueFormat`` / ``keyFormat``: ``binary`` (Spark's Kafka schema, the default) or ``avro``
-(Confluent-framed Avro through a schema registry, decoded into a struct column). With
-``avro``: ``schemaRegistry`` (the registry's URL), ``valueSubject`` / ``keySubject`` (default
+``valueFormat`` / ``keyFormat``: ``binary`` (Spark's Kafka schema, the default), ``avro``,
+``json`` or ``protobuf`` (Confluent-framed Avro, JSON Schema or Protobuf through a schema
+registry, decoded into a struct column; the subject's schema must be of that type). With a
+format: ``schemaRegistry`` (the registry's URL), ``valueSubject`` / ``keySubject`` (default
 ``<topic>-value`` / ``<topic>-key``, Confluent's TopicNameStrategy, for a query of one topic),
 ``valueSchemaVersion`` / ``keySchemaVersion`` (``latest``, the default, or a version number:
 looked up once, so every task of the query reads with the same schema), and ``mode``
 (``FAILFAST``, the default, or ``PERMISSIVE``: a record that does not decode reads as null),
-as Spark's ``from_avro`` takes it.
+as Spark's ``from_avro`` takes it. A Protobuf column keeps the subject version's compiled
+descriptor (``format=serialized``, base64) as its schema, so workers need no protoc.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import DataType, StructField, StructType
 
 from gregor.client.schema_registry import RegistryHTTPError, RegistryUnreachable
 from gregor.spark.avro_columns import FAILFAST, PERMISSIVE, AvroColumn, registry_client
-from gregor.spark.avro_schema import AvroUnsupported, parse, spark_type
+from gregor.spark.avro_schema import parse, spark_type
 from gregor.spark.options import OptionError, lower_keys
+
+#: The formats of typed columns, as ``valueFormat`` names them, and the registry's schema type.
+FORMATS = {"avro": "AVRO", "json": "JSON", "protobuf": "PROTOBUF"}
+
+
+def column_type(column: AvroColumn) -> DataType:
+    """The Spark type a typed column decodes into (raises the format's Unsupported error)."""
+    if column.format == "json":
+        from gregor.spark import json_schema
+
+        return json_schema.spark_type(json_schema.parse(column.schema))
+    if column.format == "protobuf":
+        from gregor.spark import protobuf_schema
+
+        return protobuf_schema.spark_type(protobuf_schema.reader_message(column.schema))
+    return spark_type(parse(column.schema))
+
 
 COLUMN_KEYS = frozenset(
     {
@@ -67,17 +86,16 @@ def parse_columns(
         if fmt == "binary":
             for k in (f"{column}subject", f"{column}schemaversion"):
                 if k in opts:
-                    raise OptionError(f"option {k!r} needs {column}Format 'avro'")
+                    raise OptionError(
+                        f"option {k!r} needs {column}Format 'avro', 'json' or 'protobuf'"
+                    )
             continue
-        if fmt != "avro":
-            raise OptionError(
-                f"{column}Format must be binary or avro, got {fmt!r} (JSON Schema and Protobuf "
-                "columns are not supported yet)"
-            )
+        if fmt not in FORMATS:
+            raise OptionError(f"{column}Format must be binary, avro, json or protobuf, got {fmt!r}")
         url = opts.get("schemaregistry", "").strip()
         if not url.startswith(("http://", "https://")):
             raise OptionError(
-                f"{column}Format 'avro' needs the option schemaRegistry: the registry's http:// "
+                f"{column}Format {fmt!r} needs the option schemaRegistry: the registry's http:// "
                 "or https:// URL"
             )
         subject = opts.get(f"{column}subject", "").strip()
@@ -85,7 +103,7 @@ def parse_columns(
             topic = sink_topic if sink else _one_topic(opts)
             if topic is None:
                 raise OptionError(
-                    f"{column}Format 'avro' "
+                    f"{column}Format {fmt!r} "
                     + ("without a topic option" if sink else "of several topics (or a pattern)")
                     + f" needs the option {column}Subject"
                 )
@@ -98,38 +116,39 @@ def parse_columns(
         try:
             got = registry_client(url).subject_version(subject, version)
         except RegistryHTTPError as e:
-            raise OptionError(f"{column}Format 'avro': subject {subject!r}: {e}") from None
+            raise OptionError(f"{column}Format {fmt!r}: subject {subject!r}: {e}") from None
         except RegistryUnreachable as e:
-            raise OptionError(f"{column}Format 'avro': {e}") from None
+            raise OptionError(f"{column}Format {fmt!r}: {e}") from None
         kind = got.get("schemaType", "AVRO")
-        if kind != "AVRO":
+        if kind != FORMATS[fmt]:
             raise OptionError(
-                f"{column}Format 'avro': subject {subject!r} version {got.get('version')} is "
+                f"{column}Format {fmt!r}: subject {subject!r} version {got.get('version')} is "
                 f"a {kind} schema"
             )
         if got.get("references"):
             raise OptionError(
-                f"{column}Format 'avro': subject {subject!r} has schema references, which the "
+                f"{column}Format {fmt!r}: subject {subject!r} has schema references, which the "
                 "typed columns do not support yet"
             )
-        try:
-            parse(str(got["schema"]))
-            spark_type(parse(str(got["schema"])))
-        except AvroUnsupported as e:
-            raise OptionError(
-                f"{column}Format 'avro': subject {subject!r}: {e} is not supported yet"
-            ) from None
-        out.append(
-            AvroColumn(
-                column,
-                url,
-                subject,
-                int(got.get("version", 0)),
-                int(got["id"]),
-                str(got["schema"]),
-                mode,
-            )
+        schema = str(got["schema"])
+        if fmt == "protobuf":  # the compiled descriptor (base64), which needs no protoc to read
+            try:
+                served = registry_client(url).call(
+                    "GET", f"/schemas/ids/{int(got['id'])}", format="serialized"
+                )
+            except (RegistryHTTPError, RegistryUnreachable) as e:
+                raise OptionError(f"{column}Format 'protobuf': subject {subject!r}: {e}") from None
+            schema = str(served.get("schema", "")) if isinstance(served, dict) else ""
+        typed = AvroColumn(
+            column, url, subject, int(got.get("version", 0)), int(got["id"]), schema, mode, fmt
         )
+        try:
+            column_type(typed)
+        except ValueError as e:  # each format's Unsupported error
+            raise OptionError(
+                f"{column}Format {fmt!r}: subject {subject!r}: {e} is not supported"
+            ) from None
+        out.append(typed)
     return tuple(out)
 
 
@@ -144,6 +163,10 @@ def check_sink_columns(schema: StructType, columns: tuple[AvroColumn, ...]) -> S
         t = types.get(c.column)
         if t is None:
             continue  # check_sink_schema says what is missing
+        if c.format != "avro":
+            raise OptionError(
+                f"{c.column}Format {c.format!r} reads only: the sink writes typed columns as Avro"
+            )
         node = parse(c.schema)
         if not isinstance(t, StructType) or node.kind != "record":
             raise OptionError(
@@ -168,10 +191,17 @@ def check_sink_columns(schema: StructType, columns: tuple[AvroColumn, ...]) -> S
 
 def typed_schema(schema: StructType, columns: tuple[AvroColumn, ...]) -> StructType:
     """Spark's Kafka schema with the decoded columns' struct types."""
-    types = {c.column: spark_type(parse(c.schema)) for c in columns}
+    types = {c.column: column_type(c) for c in columns}
     return StructType(
         [StructField(f.name, types[f.name], True) if f.name in types else f for f in schema.fields]
     )
 
 
-__all__ = ["COLUMN_KEYS", "check_sink_columns", "parse_columns", "typed_schema"]
+__all__ = [
+    "COLUMN_KEYS",
+    "FORMATS",
+    "check_sink_columns",
+    "column_type",
+    "parse_columns",
+    "typed_schema",
+]

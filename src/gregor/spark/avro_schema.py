@@ -2,15 +2,18 @@
 resolution (a writer's schema read as a reader's) over Arrow arrays.
 
 The type mapping is Spark's ``from_avro``'s (``SchemaConverters``): record -> struct, enum ->
-string, array -> array, fixed and bytes -> binary, ``["null", T]`` -> a nullable T, the logical
-types date, timestamp-millis/-micros (timestamp), local-timestamp-* (timestamp_ntz), decimal and
-uuid (string). Maps, unions of several types and recursive records are refused with
-:class:`AvroUnsupported` (the decoder underneath, polars', reads neither maps nor such unions).
+string, array -> array, map -> map<string, T>, fixed and bytes -> binary, ``["null", T]`` -> a
+nullable T, a union of several types -> a struct with one field per non-null branch, ``member0``,
+``member1``, ... (the branch the datum took set, the others null), except ``int`` with ``long``
+(long) and ``float`` with ``double`` (double); the logical types date, timestamp-millis/-micros
+(timestamp), local-timestamp-* (timestamp_ntz), decimal and uuid (string). Recursive records are
+refused with :class:`AvroUnsupported` (a Spark type cannot nest without end).
 
 Resolution follows the Avro specification: a reader's record field is the writer's field of
 the same name (or one of its aliases), else its default; a writer's field the reader lacks is
-dropped; int -> long -> float -> double and string <-> bytes promote. Every column is nullable
-(Spark's Kafka columns are).
+dropped; int -> long -> float -> double and string <-> bytes promote; a map's values resolve as
+its values; a union reads as a union of the same number of branches, each readable as the
+reader's. Every column is nullable (Spark's Kafka columns are).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from pyspark.sql.types import (
     FloatType,
     IntegerType,
     LongType,
+    MapType,
     StringType,
     StructField,
     StructType,
@@ -57,7 +61,8 @@ class AvroField:
 @dataclass(frozen=True)
 class AvroNode:
     """One Avro type, normalized: ``kind`` is a primitive name, ``record``, ``enum``,
-    ``array``, ``fixed``; ``logical`` its logical type; ``nullable`` for ``["null", T]``."""
+    ``array``, ``map``, ``union`` (of several non-null ``branches``), ``fixed``; ``logical`` its
+    logical type; ``nullable`` for a union with ``"null"``."""
 
     kind: str
     nullable: bool = False
@@ -65,7 +70,8 @@ class AvroNode:
     precision: int = 0
     scale: int = 0
     fields: tuple[AvroField, ...] = ()
-    items: AvroNode | None = None
+    items: AvroNode | None = None  # an array's items, a map's values
+    branches: tuple[AvroNode, ...] = ()
     name: str = ""
     symbols: tuple[str, ...] = field(default=())
 
@@ -96,7 +102,9 @@ class _Parser:
                 return AvroNode(obj)
             full = self._full(obj, namespace)
             if full in self.open or obj in self.open:
-                raise AvroUnsupported(f"recursive type {obj!r}")
+                raise AvroUnsupported(
+                    f"the recursive record {obj!r} (a Spark type cannot nest without end)"
+                )
             found = self.named.get(full) or self.named.get(obj)
             if found is None:
                 raise AvroUnsupported(
@@ -105,12 +113,15 @@ class _Parser:
             return found
         if isinstance(obj, list):
             branches = [b for b in obj if b != "null"]
-            if len(branches) != 1 or len(obj) > 2:
-                raise AvroUnsupported(
-                    f"a union of {json.dumps(obj)} (only a type with null is supported)"
-                )
-            inner = self.node(branches[0], namespace)
-            return _with(inner, nullable=True)
+            if not branches:
+                raise AvroUnsupported(f"the union {json.dumps(obj)} of no type but null")
+            if len(branches) == 1:
+                inner = self.node(branches[0], namespace)
+                return _with(inner, nullable=inner.nullable or len(obj) > 1)
+            nodes = tuple(self.node(b, namespace) for b in branches)
+            if any(b.kind == "union" or b.nullable for b in nodes):
+                raise AvroUnsupported(f"the union {json.dumps(obj)[:80]} (a union in a union)")
+            return AvroNode("union", nullable=len(obj) > len(branches), branches=nodes)
         if not isinstance(obj, dict) or "type" not in obj:
             raise AvroUnsupported(f"not an Avro schema: {json.dumps(obj)[:80]}")
         kind = obj["type"]
@@ -127,7 +138,7 @@ class _Parser:
         if kind == "array":
             return AvroNode("array", items=self.node(obj.get("items"), namespace))
         if kind == "map":
-            raise AvroUnsupported("Avro maps")
+            return AvroNode("map", items=self.node(obj.get("values"), namespace))
         if kind not in ("record", "error", "enum", "fixed"):
             return self.node(kind, namespace)  # a named type's name as the type
         name = str(obj.get("name", ""))
@@ -169,6 +180,17 @@ def _with(node: AvroNode, **changes: Any) -> AvroNode:
     return replace(node, **changes)
 
 
+def merged(node: AvroNode) -> str | None:
+    """For a union of ``int`` and ``long`` (``float`` and ``double``), the kind Spark reads it
+    as, ``long`` (``double``), as ``SchemaConverters`` does; else None."""
+    if node.kind != "union" or len(node.branches) != 2:
+        return None
+    kinds = {b.kind for b in node.branches if b.logical is None}
+    return {frozenset(("int", "long")): "long", frozenset(("float", "double")): "double"}.get(
+        frozenset(kinds)
+    )
+
+
 def spark_type(node: AvroNode) -> DataType:
     if node.logical == "decimal" and node.kind in ("bytes", "fixed"):
         return DecimalType(node.precision, node.scale)
@@ -194,6 +216,16 @@ def spark_type(node: AvroNode) -> DataType:
     if node.kind == "array":
         assert node.items is not None
         return ArrayType(spark_type(node.items), True)
+    if node.kind == "map":
+        assert node.items is not None
+        return MapType(StringType(), spark_type(node.items), True)
+    if node.kind == "union":
+        kind = merged(node)
+        if kind is not None:
+            return spark_type(AvroNode(kind))
+        return StructType(
+            [StructField(f"member{i}", spark_type(b), True) for i, b in enumerate(node.branches)]
+        )
     if node.kind == "record":
         return StructType([StructField(f.name, spark_type(f.type), True) for f in node.fields])
     raise AvroUnsupported(f"the Avro type {node.kind}")
@@ -225,9 +257,49 @@ def arrow_type(node: AvroNode) -> pa.DataType:
     if node.kind == "array":
         assert node.items is not None
         return pa.list_(pa.field("element", arrow_type(node.items)))
+    if node.kind == "map":
+        assert node.items is not None
+        return pa.map_(pa.string(), arrow_type(node.items))
+    if node.kind == "union":
+        kind = merged(node)
+        if kind is not None:
+            return arrow_type(AvroNode(kind))
+        return pa.struct(
+            [pa.field(f"member{i}", arrow_type(b)) for i, b in enumerate(node.branches)]
+        )
     if node.kind == "record":
         return pa.struct([pa.field(f.name, arrow_type(f.type)) for f in node.fields])
     raise AvroUnsupported(f"the Avro type {node.kind}")
+
+
+def decoded_type(node: AvroNode) -> pa.DataType:
+    """The Arrow type of ``node`` as the decoders give it (:mod:`gregor.spark.avro_columns`
+    decodes an enum as its index, a map as a list of key-value records, a union as a struct of
+    its members), before :func:`conform`."""
+    if node.kind == "enum":
+        return pa.int32()
+    if node.kind == "array":
+        assert node.items is not None
+        return pa.list_(decoded_type(node.items))
+    if node.kind == "map":
+        assert node.items is not None
+        return pa.list_(pa.struct([("key", pa.string()), ("value", decoded_type(node.items))]))
+    if node.kind == "union":
+        return pa.struct(
+            [pa.field(f"member{i}", decoded_type(b)) for i, b in enumerate(node.branches)]
+        )
+    if node.kind == "record":
+        return pa.struct([pa.field(f.name, decoded_type(f.type)) for f in node.fields])
+    return arrow_type(node)
+
+
+def has_union(node: AvroNode) -> bool:
+    """Whether ``node`` holds a union of several types (which polars' reader cannot decode)."""
+    if node.kind == "union":
+        return True
+    if node.items is not None:
+        return has_union(node.items)
+    return any(has_union(f.type) for f in node.fields)
 
 
 def conform(array: pa.Array, node: AvroNode) -> pa.Array:
@@ -251,6 +323,33 @@ def conform(array: pa.Array, node: AvroNode) -> pa.Array:
             conform(lst.values, node.items),
             type=arrow_type(node),
             mask=_null_mask(lst),
+        )
+    if node.kind == "map":
+        assert node.items is not None
+        lst = array if array.offset == 0 else pa.concat_arrays([array])
+        entries = lst.values
+        if entries.offset != 0:
+            entries = pa.concat_arrays([entries])
+        return pa.MapArray.from_arrays(
+            lst.offsets.cast(pa.int32()),
+            entries.field(0).cast(pa.string()),
+            conform(entries.field(1), node.items),
+            type=arrow_type(node),
+            mask=_null_mask(lst),
+        )
+    if node.kind == "union":
+        assert isinstance(array, pa.StructArray)
+        if array.offset != 0:
+            array = pa.concat_arrays([array])
+        members = [conform(array.field(i), b) for i, b in enumerate(node.branches)]
+        kind = merged(node)
+        if kind is not None:
+            target = arrow_type(AvroNode(kind))
+            return pc.coalesce(*(m.cast(target) for m in members))
+        return pa.StructArray.from_arrays(
+            members,
+            fields=[pa.field(f"member{i}", m.type) for i, m in enumerate(members)],
+            mask=_null_mask(array),
         )
     if node.kind == "enum":
         # decoded as the symbol's index (gregor.spark.avro_columns decodes enums as ints)
@@ -300,16 +399,35 @@ def check_readable(writer: AvroNode, reader: AvroNode, where: str = "") -> None:
             else:
                 check_readable(w.type, f.type, where + f.name + ".")
         return
-    if reader.kind == "array":
-        if writer.kind != "array":
-            raise AvroUnsupported(f"{where or 'the value'}: a {writer.kind} is not an array")
+    if reader.kind in ("array", "map"):
+        if writer.kind != reader.kind:
+            raise AvroUnsupported(f"{where or 'the value'}: a {writer.kind} is not a {reader.kind}")
         assert writer.items is not None and reader.items is not None
         check_readable(writer.items, reader.items, where)
+        return
+    if reader.kind == "union" or writer.kind == "union":
+        if (
+            writer.kind != reader.kind
+            or len(writer.branches) != len(reader.branches)
+            or merged(writer) != merged(reader)
+        ):
+            raise AvroUnsupported(
+                f"{where.rstrip('.') or 'the value'}: a {_shape(writer)} cannot be read as a "
+                f"{_shape(reader)} (a union reads as a union of as many branches)"
+            )
+        for i, pair in enumerate(zip(writer.branches, reader.branches, strict=True)):
+            check_readable(pair[0], pair[1], f"{where}member{i}.")
         return
     if writer.kind != reader.kind and (writer.kind, reader.kind) not in _PROMOTIONS:
         raise AvroUnsupported(
             f"{where.rstrip('.') or 'the value'}: a {writer.kind} cannot be read as a {reader.kind}"
         )
+
+
+def _shape(node: AvroNode) -> str:
+    if node.kind == "union":
+        return "union of " + ", ".join(b.kind for b in node.branches)
+    return node.kind
 
 
 def resolve(array: pa.Array, writer: AvroNode, reader: AvroNode) -> pa.Array:
@@ -340,6 +458,25 @@ def resolve(array: pa.Array, writer: AvroNode, reader: AvroNode) -> pa.Array:
         return pa.ListArray.from_arrays(
             flat.offsets, values, type=arrow_type(reader), mask=_null_mask(flat)
         )
+    if reader.kind == "map":
+        assert isinstance(array, pa.MapArray)
+        assert writer.items is not None and reader.items is not None
+        flat = array if array.offset == 0 else pa.concat_arrays([array])
+        items = resolve(flat.items, writer.items, reader.items)
+        return pa.MapArray.from_arrays(
+            flat.offsets, flat.keys, items, type=arrow_type(reader), mask=_null_mask(flat)
+        )
+    if reader.kind == "union" and merged(reader) is None:
+        assert isinstance(array, pa.StructArray)
+        members = [
+            resolve(array.field(i), pair[0], pair[1])
+            for i, pair in enumerate(zip(writer.branches, reader.branches, strict=True))
+        ]
+        return pa.StructArray.from_arrays(
+            members,
+            fields=[pa.field(f"member{i}", m.type) for i, m in enumerate(members)],
+            mask=_null_mask(array),
+        )
     target = arrow_type(reader)
     return array if array.type == target else array.cast(target)
 
@@ -360,6 +497,9 @@ __all__ = [
     "arrow_type",
     "check_readable",
     "conform",
+    "decoded_type",
+    "has_union",
+    "merged",
     "parse",
     "resolve",
     "spark_type",
