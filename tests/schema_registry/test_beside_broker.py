@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import re
 import time
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -80,6 +82,30 @@ def test_avro_round_trip_through_the_registry_beside_the_broker() -> None:
         finally:
             consumer.close()
         assert got == values
+
+
+def test_validation_asks_the_registry_beside_the_broker_at_its_bound_port() -> None:
+    # schema.registry.listener on port 0: the broker's own schema ID validation must ask the
+    # port the registry bound, not port 0
+    config = {"schema.registry.listener": "http://127.0.0.1:0"}
+    with BrokerProcess(config=config) as b:
+        url = registry_url(b)
+        assert not url.endswith(":0")
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        topic = NewTopic("checked", 1, 1, config={"confluent.value.schema.validation": "true"})
+        admin.create_topics([topic])["checked"].result(30)
+        ser = AvroSerializer(SchemaRegistryClient({"url": url}), ORDER)
+        ctx = SerializationContext("checked", MessageField.VALUE)
+        good = ser({"id": 1, "item": "a"}, ctx)
+        delivered: list[Any] = []
+        producer = Producer({"bootstrap.servers": b.bootstrap_servers, "retries": 0})
+        producer.produce("checked", good, on_delivery=lambda e, m: delivered.append(e))
+        producer.flush(30)
+        unknown = b"\x00" + (999_999).to_bytes(4, "big") + good[5:]
+        producer.produce("checked", unknown, on_delivery=lambda e, m: delivered.append(e))
+        producer.flush(30)
+        assert delivered[0] is None
+        assert delivered[1] is not None and delivered[1].name() == "INVALID_RECORD"
 
 
 def test_a_port_in_use_stops_the_broker_in_one_line() -> None:

@@ -84,6 +84,12 @@ class SchemaIdValidator:
         self.lookup = SchemaLookup(urls, client.login, client.ssl_context) if urls else None
         self._image = image
 
+    def served_at(self, url: str) -> None:
+        """The registry beside this broker listens at ``url``: asked instead of the configured
+        ``schema.registry.listener`` address, whose port may be 0 (any free one)."""
+        if self.lookup is not None:
+            self.lookup.urls = (url,)
+
     async def close(self) -> None:
         if self.lookup is not None:
             await self.lookup.close()
