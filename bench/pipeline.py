@@ -160,7 +160,7 @@ def main() -> None:
         config={"log.retention.ms": "-1", "schema.registry.listener": "http://127.0.0.1:0"},
         data_dir=work / "broker",
     ).start()
-    registry = broker.schema_registry_url or ""
+    registry = broker.wait_schema_registry()
     try:
         load0 = os.getloadavg()
         rows = []

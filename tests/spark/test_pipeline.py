@@ -29,8 +29,8 @@ def gregor() -> Iterator[Broker]:
 
 @pytest.fixture(scope="module")
 def registry(gregor: Broker) -> str:
-    url = gregor.process.schema_registry_url
-    assert url is not None and url.startswith("http://127.0.0.1:")
+    url = gregor.process.wait_schema_registry()
+    assert url.startswith("http://127.0.0.1:")
     return str(url)
 
 

@@ -89,9 +89,10 @@ def beside_broker(
             topic=topic,
             listener=name,
         )
-        if not broker.config.values["confluent.schema.registry.url"]:
+        validator = broker.replicas.schema_ids
+        if validator is not None and not broker.config.values["confluent.schema.registry.url"]:
             # schema ID validation asks this registry: at its bound port (the config's may be 0)
-            broker.replicas.schema_ids.served_at(server.url)
+            validator.served_at(server.url)
         if listening is not None:
             listening(server.url)
         return server.stop

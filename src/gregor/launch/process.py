@@ -73,7 +73,7 @@ class BrokerProcess(ChildProcess):
         #: ``http://host:port/metrics`` when the broker serves metrics (``metrics.listener``).
         self.metrics_url: str | None = None
         #: The URL of the schema registry beside the broker (``schema.registry.listener``): its
-        #: bound port, known once the registry has read its topic and listens.
+        #: bound port, known once :meth:`wait_schema_registry` has seen it listen.
         self.schema_registry_url: str | None = None
 
     @property
@@ -132,17 +132,14 @@ class BrokerProcess(ChildProcess):
 
     def _wait_started(self) -> None:
         """Wait for the ``broker.started`` line for as long as the process lives (recovery after
-        a SIGKILL takes a while on a busy machine), or ``start_timeout`` seconds if given; with
-        ``schema.registry.listener`` set, for the registry's ``schema_registry.started`` line too
-        (it starts once the broker listens)."""
+        a SIGKILL takes a while on a busy machine), or ``start_timeout`` seconds if given."""
         assert self.proc is not None
         deadline = None if self.start_timeout is None else time.monotonic() + self.start_timeout
         while deadline is None or time.monotonic() < deadline:
             text = self.read_log()
             m = _STARTED.search(text)
-            registry = _REGISTRY.search(text)
-            if m and (registry or not self.config.get("schema.registry.listener")):
-                self.schema_registry_url = registry.group(1) if registry else None
+            if m:
+                self.schema_registry_url = None
                 bound = m.group(1).split(",")
                 self.listener_ports = {
                     b.split("://", 1)[0]: int(b.rsplit(":", 1)[1]) for b in bound if "://" in b
@@ -160,6 +157,27 @@ class BrokerProcess(ChildProcess):
         raise BrokerStartError(
             f"broker did not start in {self.start_timeout}s:\n{self.read_log()[-4000:]}"
         )
+
+    def wait_schema_registry(self) -> str:
+        """The URL of the schema registry beside the started broker (``schema.registry.listener``)
+        once it listens: it starts after the broker and first reads its topic (in a cluster, once
+        enough brokers run to create it). Waits as long as the process lives."""
+        if not self.config.get("schema.registry.listener"):
+            raise BrokerStartError(
+                "the broker serves no schema registry (schema.registry.listener)"
+            )
+        while self.schema_registry_url is None:
+            assert self.proc is not None
+            m = _REGISTRY.search(self.read_log())
+            if m:
+                self.schema_registry_url = m.group(1)
+            elif self.proc.poll() is not None:
+                raise BrokerStartError(
+                    f"broker exited with {self.proc.returncode}:\n{self.read_log()[-4000:]}"
+                )
+            else:
+                time.sleep(0.05)
+        return self.schema_registry_url
 
     def read_log(self, since_start: bool = True) -> str:
         try:

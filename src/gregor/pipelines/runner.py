@@ -178,7 +178,9 @@ def run(
         config = replace(
             config,
             bootstrap_servers=broker.bootstrap_servers,
-            schema_registry=broker.schema_registry_url or config.schema_registry,
+            schema_registry=broker.wait_schema_registry()
+            if serve_registry
+            else config.schema_registry,
         )
         say(f"broker listening on {config.bootstrap_servers} (data in {out / 'broker'})")
         if serve_registry:
