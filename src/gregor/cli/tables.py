@@ -4,6 +4,8 @@ The catalog is the broker's (its ``iceberg.catalog.*``, ``iceberg.warehouse``,
 ``iceberg.namespace`` and data directory, read with DescribeConfigs); the table's offsets are
 those its current snapshot records (``gregor.tables.offsets``), and the lag is each
 partition's last stable offset (ListOffsets, read_committed) minus the table's offset.
+``describe`` also says whether the table is an upsert table (``upsert``: the topic's
+``iceberg.upsert``; ``table_upsert``: the kind the table recorded when it was made).
 ``describe --output json`` gives what pyiceberg needs to open the table::
 
     d = json.loads(out)
@@ -74,6 +76,7 @@ def _describe(admin: Any, settings: ts.CatalogSettings, topic: str) -> dict[str,
 
     from gregor.client.core.metadata import TopicPartition
     from gregor.tables.offsets import table_offsets
+    from gregor.tables.upsert import table_is_upsert
 
     described = admin.describe_topics([topic])[topic]
     config = _topic_configs(admin, [topic])[topic]
@@ -85,12 +88,14 @@ def _describe(admin: Any, settings: ts.CatalogSettings, topic: str) -> dict[str,
     catalog = load_catalog(settings.name, **settings.load_properties())
     offsets: dict[int, int] = {}
     snapshot: dict[str, Any] | None = None
+    table_upsert: bool | None = None
     try:
         table = catalog.load_table(tuple(identifier))
     except NoSuchTableError:
         table = None
     if table is not None:
         offsets = table_offsets(table)
+        table_upsert = table_is_upsert(table.properties)
         current = table.current_snapshot()
         if current is not None:
             snapshot = {"id": current.snapshot_id, "timestamp_ms": current.timestamp_ms}
@@ -103,8 +108,10 @@ def _describe(admin: Any, settings: ts.CatalogSettings, topic: str) -> dict[str,
         "topic": topic,
         "mode": config.mode,
         "target_lag_ms": config.target_lag_ms,
+        "upsert": config.upsert,
         "table": identifier,
         "table_exists": table is not None,
+        "table_upsert": table_upsert,
         "catalog_name": settings.name,
         "catalog_type": settings.type,
         "catalog_uri": settings.uri,
@@ -163,8 +170,12 @@ def describe(bootstrap_server: str, properties: tuple[str, ...], topic: str, out
     if output == "json":
         click.echo(json.dumps(d, indent=2))
         return
-    click.echo(f"Topic: {d['topic']}\tMode: {d['mode']}\tTargetLagMs: {d['target_lag_ms']}")
-    click.echo(f"Table: {'.'.join(d['table'])}\tExists: {d['table_exists']}")
+    click.echo(
+        f"Topic: {d['topic']}\tMode: {d['mode']}\tTargetLagMs: {d['target_lag_ms']}\t"
+        f"Upsert: {str(d['upsert']).lower()}"
+    )
+    kind = {None: "", True: "\tKind: upsert", False: "\tKind: append"}[d["table_upsert"]]
+    click.echo(f"Table: {'.'.join(d['table'])}\tExists: {d['table_exists']}{kind}")
     click.echo(f"Catalog: {d['catalog_type']} {d['catalog_uri']}")
     for r in d["partitions"]:
         click.echo(

@@ -20,7 +20,9 @@ The result has the data source's columns but ``timestampType`` (the table does n
 
 Limits, refused with a message: a warehouse Spark's Hadoop cannot open without a JVM
 package (anything but local files: S3 needs hadoop-aws; read such a table with pyiceberg,
-DuckDB or polars instead), and tables with delete files (``key_value`` tables have none).
+DuckDB or polars instead), tables with delete files (``key_value`` tables have none), and
+``tail=True`` on an upsert table (``iceberg.upsert``: its rows are each key's latest record,
+and the tail's raw records would sit beside them unmerged).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class TablePlan:
     files: tuple[str, ...]
     snapshot_id: int | None
     offsets: Mapping[int, int]  # partition: next offset not in the snapshot
+    upsert: bool = False  # an upsert table (gregor.tables.upsert)
 
 
 def _spark_types() -> Any:
@@ -140,9 +143,11 @@ def _plan(
     from pyiceberg.expressions import AlwaysTrue
 
     from gregor.tables.offsets import offsets_of_summary, offsets_snapshot
+    from gregor.tables.upsert import table_is_upsert
 
     props, namespace = _catalog_properties(catalog, admin)
     table = load_catalog("gregor", **props).load_table((namespace, topic))
+    upsert = table_is_upsert(table.properties)
     if not _local(table.location()):  # refused before any planning
         _refuse_remote(table.location())
     if as_of_ms is not None:
@@ -156,7 +161,7 @@ def _plan(
     else:
         snap = table.current_snapshot()
     if snap is None:
-        return TablePlan(topic, (), None, {})
+        return TablePlan(topic, (), None, {}, upsert)
     scan = table.scan(row_filter=row_filter or AlwaysTrue(), snapshot_id=snap.snapshot_id)
     files = []
     for task in scan.plan_files():
@@ -170,7 +175,7 @@ def _plan(
     # writer made carries none) that of its newest ancestor with one, as the translator resumes
     carrier = offsets_snapshot(table, snap)
     summary = carrier.summary.additional_properties if carrier and carrier.summary else {}
-    return TablePlan(topic, tuple(files), snap.snapshot_id, offsets_of_summary(summary))
+    return TablePlan(topic, tuple(files), snap.snapshot_id, offsets_of_summary(summary), upsert)
 
 
 def read_table(
@@ -205,6 +210,11 @@ def read_table(
     finally:
         if admin is not None:
             admin.close()
+    if tail and plan.upsert:
+        raise TableReadError(
+            f"the table of {topic} is an upsert table (iceberg.upsert): each key's latest "
+            "record, which the topic's tail would not be merged into; read it without tail=True"
+        )
     schema = _spark_types()
     if plan.files:
         files = spark.read.schema(schema).parquet(*plan.files)
