@@ -4,6 +4,8 @@ The catalog is the broker's (its ``iceberg.catalog.*``, ``iceberg.warehouse``,
 ``iceberg.namespace`` and data directory, read with DescribeConfigs); the table's offsets are
 those its current snapshot records (``gregor.tables.offsets``), and the lag is each
 partition's last stable offset (ListOffsets, read_committed) minus the table's offset.
+``describe`` also says whether the table is an upsert table (``upsert``: the topic's
+``iceberg.upsert``; ``table_upsert``: the kind the table recorded when it was made).
 ``describe --output json`` gives what pyiceberg needs to open the table::
 
     d = json.loads(out)
@@ -131,8 +133,12 @@ def describe(bootstrap_server: str, properties: tuple[str, ...], topic: str, out
     if output == "json":
         click.echo(json.dumps(d, indent=2))
         return
-    click.echo(f"Topic: {d['topic']}\tMode: {d['mode']}\tTargetLagMs: {d['target_lag_ms']}")
-    click.echo(f"Table: {'.'.join(d['table'])}\tExists: {d['table_exists']}")
+    click.echo(
+        f"Topic: {d['topic']}\tMode: {d['mode']}\tTargetLagMs: {d['target_lag_ms']}\t"
+        f"Upsert: {str(d['upsert']).lower()}"
+    )
+    kind = {None: "", True: "\tKind: upsert", False: "\tKind: append"}[d["table_upsert"]]
+    click.echo(f"Table: {'.'.join(d['table'])}\tExists: {d['table_exists']}{kind}")
     click.echo(f"Catalog: {d['catalog_type']} {d['catalog_uri']}")
     for r in d["partitions"]:
         click.echo(

@@ -23,8 +23,9 @@ without a JVM package (hadoop-aws): its files are read by Spark tasks of the Pyt
 ``gregor.spark.table_files`` with pyiceberg's FileIO and Arrow, with the table's IO properties
 (the credentials from the catalog properties given, else the executors' AWS environment).
 
-Limits, refused with a message: other object stores, and tables with delete files
-(``key_value`` tables have none).
+Limits, refused with a message: other object stores, tables with delete files (``key_value``
+tables have none), and ``tail=True`` on an upsert table (``iceberg.upsert``: its rows are each
+key's latest record, and the tail's raw records would sit beside them unmerged).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class TablePlan:
     offsets: Mapping[int, int]  # partition: next offset not in the snapshot
     #: The table's FileIO properties when its files are on S3 (read by ``table_files``).
     io: Mapping[str, str] | None = None
+    upsert: bool = False  # an upsert table (gregor.tables.upsert)
 
 
 def _spark_types() -> Any:
@@ -152,9 +154,11 @@ def _plan(
     from pyiceberg.expressions import AlwaysTrue
 
     from gregor.tables.offsets import offsets_of_summary, offsets_snapshot
+    from gregor.tables.upsert import table_is_upsert
 
     props, namespace = _catalog_properties(catalog, admin)
     table = load_catalog("gregor", **props).load_table((namespace, topic))
+    upsert = table_is_upsert(table.properties)
     if not _local(table.location()) and not _s3(table.location()):  # before any planning
         _refuse_remote(table.location())
     if as_of_ms is not None:
@@ -168,7 +172,7 @@ def _plan(
     else:
         snap = table.current_snapshot()
     if snap is None:
-        return TablePlan(topic, (), None, {})
+        return TablePlan(topic, (), None, {}, upsert=upsert)
     scan = table.scan(row_filter=row_filter or AlwaysTrue(), snapshot_id=snap.snapshot_id)
     files = []
     for task in scan.plan_files():
@@ -185,7 +189,12 @@ def _plan(
     summary = carrier.summary.additional_properties if carrier and carrier.summary else {}
     remote = any(_s3(path) for path in files)
     return TablePlan(
-        topic, tuple(files), snap.snapshot_id, offsets_of_summary(summary), io if remote else None
+        topic,
+        tuple(files),
+        snap.snapshot_id,
+        offsets_of_summary(summary),
+        io=io if remote else None,
+        upsert=upsert,
     )
 
 
@@ -221,6 +230,11 @@ def read_table(
     finally:
         if admin is not None:
             admin.close()
+    if tail and plan.upsert:
+        raise TableReadError(
+            f"the table of {topic} is an upsert table (iceberg.upsert): each key's latest "
+            "record, which the topic's tail would not be merged into; read it without tail=True"
+        )
     schema = _spark_types()
     if plan.files and plan.io is not None:
         from gregor.spark.table_files import read_files

@@ -8,6 +8,7 @@ The modules, from the bottom:
 * ``schema``: the ``key_value`` table (Iceberg schema, hour partitioning) and the conversion of
   fetched record sets to its rows;
 * ``offsets``: the per-partition offsets every commit records in its snapshot summary;
+* ``upsert``: a compacted topic's table as an upsert table (one row per partition and key);
 * ``faults``: the crash points the crash tests kill a broker at;
 * ``catalog``: pyiceberg's catalog, a topic's table, and the exactly-once commit;
 * ``translator``: one partition's read/convert/buffer/commit loop;

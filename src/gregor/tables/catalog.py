@@ -23,6 +23,13 @@ A commit (:meth:`TopicTable.commit`) is exactly-once by construction:
 A process killed anywhere in this leaves either the old snapshot (and maybe orphan files)
 or the new one: never part of a commit.
 
+An upsert table (``iceberg.upsert``, ``gregor.tables.upsert``) takes the same steps; its step 3
+is one ``overwrite`` (the rows of the keys the range touches deleted, each key's latest record
+appended) instead of an append, in the same one transaction. A table records its kind in its
+property ``gregor.upsert`` when it is made; a commit of the other kind is refused with
+:class:`~gregor.tables.upsert.TableKindMismatch` (a topic whose setting changed while its table
+was kept, e.g. turned off and on again), so no table ever mixes the two.
+
 Step 3's retry must start at step 1. pyiceberg (0.12) retries a lost commit by itself,
 re-applying the same snapshot, offsets map included, on top of the winner's: that would put
 back the loser's view of the other partitions' offsets (the winner's move undone, its records
@@ -35,6 +42,7 @@ from __future__ import annotations
 
 import os
 import uuid
+import warnings
 from typing import Any
 
 import pyarrow as pa
@@ -42,7 +50,14 @@ import pyarrow as pa
 from gregor.tables.faults import crash_point
 from gregor.tables.offsets import commit_properties, table_offsets
 from gregor.tables.schema import iceberg_schema, partition_spec
-from gregor.tables.settings import CatalogSettings
+from gregor.tables.settings import UPSERT, CatalogSettings
+from gregor.tables.upsert import (
+    TABLE_PROPERTY,
+    TableKindMismatch,
+    latest_per_key,
+    table_is_upsert,
+    touched_keys_filter,
+)
 
 #: Attempts of one commit against concurrent writers of other partitions.
 COMMIT_ATTEMPTS = 50
@@ -102,25 +117,32 @@ class TableCatalog:
     def identifier(self, topic: str) -> tuple[str, str]:
         return (self.settings.namespace, topic)
 
-    def open_table(self, topic: str) -> TopicTable:
-        """The topic's table, created (key_value schema, by hour) if it does not exist."""
+    def open_table(self, topic: str, upsert: bool = False) -> TopicTable:
+        """The topic's table, created (key_value schema, by hour; an upsert table if
+        ``upsert``) if it does not exist."""
         catalog = self.catalog
         catalog.create_namespace_if_not_exists(self.settings.namespace)
+        kind = {TABLE_PROPERTY: "true" if upsert else "false"}
         table = catalog.create_table_if_not_exists(
             self.identifier(topic),
             schema=iceberg_schema(),
             partition_spec=partition_spec(),
-            properties={"gregor.topic": topic, **TABLE_PROPERTIES},
+            properties={"gregor.topic": topic, **TABLE_PROPERTIES, **kind},
         )
-        return TopicTable(topic, own_table_properties(table))
+        # a table made before kinds were recorded: append, unless nothing was ever committed
+        if TABLE_PROPERTY not in table.properties and table.current_snapshot() is not None:
+            kind = {TABLE_PROPERTY: "false"}
+        return TopicTable(topic, own_table_properties(table, kind))
 
 
-def own_table_properties(table: Any) -> Any:
-    """``table`` with :data:`TABLE_PROPERTIES` set (a table made before they were)."""
+def own_table_properties(table: Any, more: dict[str, str] | None = None) -> Any:
+    """``table`` with :data:`TABLE_PROPERTIES` set (a table made before they were), and those
+    of ``more`` it does not have yet."""
     from pyiceberg.exceptions import CommitFailedException
 
     for _ in range(COMMIT_ATTEMPTS):
         missing = {k: v for k, v in TABLE_PROPERTIES.items() if table.properties.get(k) != v}
+        missing.update({k: v for k, v in (more or {}).items() if k not in table.properties})
         if not missing:
             return table
         try:
@@ -143,22 +165,39 @@ class TopicTable:
         return table_offsets(self.table)
 
     def commit(
-        self, partition: int, expected: int | None, first: int, next_offset: int, rows: pa.Table
+        self,
+        partition: int,
+        expected: int | None,
+        first: int,
+        next_offset: int,
+        rows: pa.Table,
+        upsert: bool = False,
     ) -> int:
-        """Append ``rows`` (partition's records in ``[first, next_offset)``) on top of a
-        snapshot whose offset for ``partition`` is ``expected``; returns the new snapshot id.
-        Raises :class:`OffsetsMoved` when the table is elsewhere for this partition."""
+        """Append ``rows`` (partition's records in ``[first, next_offset)``), or upsert them by
+        key (``upsert``), on top of a snapshot whose offset for ``partition`` is ``expected``;
+        returns the new snapshot id. Raises :class:`OffsetsMoved` when the table is elsewhere
+        for this partition, :class:`TableKindMismatch` when the table is of the other kind."""
         from pyiceberg.exceptions import CommitFailedException
 
+        keys, latest = latest_per_key(rows) if upsert else (None, rows)
         for _ in range(COMMIT_ATTEMPTS):
             parent = self.offsets()
+            self._check_kind(upsert)
             found = parent.get(partition)
             if found != expected:
                 raise OffsetsMoved(partition, expected, found)
             tx = self.table.transaction()
-            tx.append(
-                rows, snapshot_properties=commit_properties(parent, partition, first, next_offset)
-            )
+            props = commit_properties(parent, partition, first, next_offset)
+            if keys is not None and len(keys):
+                with warnings.catch_warnings():  # no row of the keys in the table yet: fine
+                    warnings.filterwarnings("ignore", "Delete operation did not match")
+                    tx.overwrite(
+                        latest,
+                        overwrite_filter=touched_keys_filter(partition, keys),
+                        snapshot_properties=props,
+                    )
+            else:
+                tx.append(latest, snapshot_properties=props)
             crash_point("commit.staged")
             try:
                 self.table = tx.commit_transaction()
@@ -168,4 +207,20 @@ class TopicTable:
             return int(snapshot.snapshot_id)
         raise RuntimeError(
             f"{self.topic}: {COMMIT_ATTEMPTS} commits in a row lost to concurrent writers"
+        )
+
+    @property
+    def upsert(self) -> bool:
+        """The table is an upsert table (its kind, as recorded when it was made)."""
+        return table_is_upsert(self.table.properties)
+
+    def _check_kind(self, upsert: bool) -> None:
+        if self.upsert == upsert:
+            return
+        kind, other = ("an upsert", "an append") if self.upsert else ("an append", "an upsert")
+        raise TableKindMismatch(
+            f"the table {'.'.join(self.table.name())} of topic {self.topic} is {kind} table "
+            f"(table property {TABLE_PROPERTY}={str(self.upsert).lower()}), the topic asks for "
+            f"{other} table ({UPSERT}={str(upsert).lower()}): nothing is committed until the "
+            f"table is dropped or {UPSERT} is put back"
         )

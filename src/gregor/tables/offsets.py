@@ -4,8 +4,8 @@ Every commit of a translator carries, in its snapshot summary:
 
 * ``gregor.offsets``: JSON ``{"<partition>": <next offset>, ...}``, for every partition the
   table has ever taken: the records of partition p at offsets below the number are in the
-  table (or were never in the committed log: control batches, aborted transactions), and none
-  at or above it. A commit copies its parent's map and moves its own partition's entry, and it
+  table (or were never in the committed log: control batches, aborted transactions; or, in an
+  upsert table, were applied to it: ``gregor.tables.upsert``), and none at or above it. A commit copies its parent's map and moves its own partition's entry, and it
   commits only on top of the snapshot it read the map from (the catalog's optimistic check),
   so the current snapshot's map is the truth for all partitions;
 * ``gregor.partition``, ``gregor.first-offset``, ``gregor.next-offset``: what this one

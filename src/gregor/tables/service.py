@@ -151,7 +151,9 @@ class TableTranslation:
             try:
                 table = self._tables.get(topic)
                 if table is None:
-                    opened = await self.run_catalog(lambda: self.catalog.open_table(topic))
+                    opened = await self.run_catalog(
+                        lambda: self.catalog.open_table(topic, w.config.upsert)
+                    )
                     assert isinstance(opened, TopicTable)
                     table = self._tables.setdefault(topic, opened)
                 break
@@ -160,7 +162,11 @@ class TableTranslation:
                 await asyncio.sleep(1.0)
         failures.succeeded()
         running.translator = PartitionTranslator(
-            w.source, table, self.run_catalog, target_lag_ms=w.config.target_lag_ms
+            w.source,
+            table,
+            self.run_catalog,
+            target_lag_ms=w.config.target_lag_ms,
+            upsert=w.config.upsert,
         )
         if w.source.index != MAINTAINER_PARTITION:
             await running.translator.run()

@@ -14,7 +14,15 @@ Per topic (Kafka-style topic configs, validated by ``gregor.broker.config.topic_
   small data files is rewritten into one (default 5, as Iceberg's ``rewrite_data_files``
   ``min-input-files``; 0: never on its own, ``gregor tables compact`` still can);
 * ``iceberg.maintenance.interval.ms``: how often the table's maintenance runs (retention,
-  snapshot expiry, compaction; default 300,000, as Kafka's ``log.retention.check.interval.ms``).
+  snapshot expiry, compaction; default 300,000, as Kafka's ``log.retention.check.interval.ms``);
+* ``iceberg.upsert``: a compacted topic's table as an upsert table (default false): one row per
+  (partition, key), the key's record with the highest offset, a tombstone deleting the row
+  (``gregor.tables.upsert``). Only with ``iceberg.mode=key_value`` on a topic whose
+  ``cleanup.policy`` has ``compact`` (:func:`upsert_error`); it cannot change while the table is
+  on (turning the table off deletes it with ``iceberg.mode=disabled``). The table records its
+  kind when it is made, and a topic whose setting disagrees with its (older) table's kind is
+  not translated: the translator says why until the table is dropped or the setting put back
+  (``gregor.tables.catalog``).
 
 Snapshot expiry follows the table's own Iceberg properties, ``history.expire.max-snapshot-age-ms``
 (default 5 days) and ``history.expire.min-snapshots-to-keep`` (default 1), which any Iceberg
@@ -54,6 +62,7 @@ TARGET_LAG_MS = "iceberg.target.lag.ms"
 RETENTION_MS = "iceberg.retention.ms"
 COMPACTION_MIN_INPUT_FILES = "iceberg.compaction.min.input.files"
 MAINTENANCE_INTERVAL_MS = "iceberg.maintenance.interval.ms"
+UPSERT = "iceberg.upsert"
 CATALOG_TYPE = "iceberg.catalog.type"
 CATALOG_URI = "iceberg.catalog.uri"
 WAREHOUSE = "iceberg.warehouse"
@@ -106,6 +115,33 @@ def mode_error(value: str) -> str | None:
         return (
             "this broker cannot write Iceberg tables: pyiceberg is not installed "
             "(install gregor's 'tables' extra)"
+        )
+    return None
+
+
+def upsert_error(
+    configs: Mapping[str, str], compacted: bool, previous: Mapping[str, str] | None = None
+) -> str | None:
+    """Why a topic with the overrides ``configs`` cannot have ``iceberg.upsert`` as they say, or
+    None. ``compacted``: the topic's effective ``cleanup.policy`` has ``compact``; ``previous``:
+    the topic's overrides before this change (None: a new topic)."""
+    new = TopicTableConfig.of(configs)
+    if new.upsert and new.mode != KEY_VALUE:
+        return (
+            f"an upsert table needs {MODE}={KEY_VALUE} (the topic's is {new.mode}; to turn "
+            f"the table off, delete {UPSERT} with it)"
+        )
+    if new.upsert and not compacted:
+        return (
+            "only a compacted topic's table can be an upsert table "
+            "(the topic's cleanup.policy has no compact)"
+        )
+    old = None if previous is None else TopicTableConfig.of(previous)
+    if old is not None and old.enabled and new.enabled and old.upsert != new.upsert:
+        kind = "an upsert table" if old.upsert else "an append table"
+        return (
+            f"it cannot change while the topic has a table ({MODE}={old.mode}): the table is "
+            f"{kind}, fixed when it was made"
         )
     return None
 
@@ -163,6 +199,7 @@ class TopicTableConfig:
     retention_ms: int = DEFAULT_RETENTION_MS
     compaction_min_input_files: int = DEFAULT_COMPACTION_MIN_INPUT_FILES
     maintenance_interval_ms: int = DEFAULT_MAINTENANCE_INTERVAL_MS
+    upsert: bool = False
 
     @property
     def enabled(self) -> bool:
@@ -176,6 +213,7 @@ class TopicTableConfig:
             int(configs.get(RETENTION_MS, DEFAULT_RETENTION_MS)),
             int(configs.get(COMPACTION_MIN_INPUT_FILES, DEFAULT_COMPACTION_MIN_INPUT_FILES)),
             int(configs.get(MAINTENANCE_INTERVAL_MS, DEFAULT_MAINTENANCE_INTERVAL_MS)),
+            configs.get(UPSERT, "false").strip().lower() == "true",
         )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from gregor.tables import settings as ts
 from gregor.tables.offsets import table_offsets
+from gregor.tables.upsert import table_is_upsert
 
 
 def table_status(
@@ -30,12 +31,14 @@ def table_status(
     catalog = load_catalog(settings.name, **settings.load_properties())
     offsets: dict[int, int] = {}
     snapshot: dict[str, Any] | None = None
+    table_upsert: bool | None = None  # the kind the table was made as (None: no table yet)
     try:
         table = catalog.load_table(tuple(identifier))
     except NoSuchTableError:
         table = None
     if table is not None:
         offsets = table_offsets(table)
+        table_upsert = table_is_upsert(table.properties)
         current = table.current_snapshot()
         if current is not None:
             snapshot = {"id": current.snapshot_id, "timestamp_ms": current.timestamp_ms}
@@ -47,8 +50,10 @@ def table_status(
         "topic": topic,
         "mode": config.mode,
         "target_lag_ms": config.target_lag_ms,
+        "upsert": config.upsert,
         "table": identifier,
         "table_exists": table is not None,
+        "table_upsert": table_upsert,
         "catalog_name": settings.name,
         "catalog_type": settings.type,
         "catalog_uri": settings.uri,

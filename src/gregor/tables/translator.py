@@ -21,6 +21,11 @@ moves ``committed`` and ``first`` to ``position``. A commit that finds the table
 Caught up, the loop waits until the partition's high watermark moves or the commit falls
 due.
 
+An upsert translator (``iceberg.upsert``) does the same with one difference: its commit
+replaces the rows of the keys ``[first, position)`` touches with each key's latest record
+(``gregor.tables.upsert``), and it is also due when the buffer holds
+``upsert.MAX_COMMIT_ROWS`` rows (one commit's keys are one filter).
+
 Nothing is kept across a crash but the table: a new translator resumes at the table's
 offset, so the table is always a prefix of the partition's committed records, each once.
 """
@@ -39,6 +44,7 @@ from gregor.tables.failures import RepeatedFailure
 from gregor.tables.faults import crash_point
 from gregor.tables.schema import ARROW_SCHEMA, RowConverter
 from gregor.tables.source import CommittedRead, PartitionSource
+from gregor.tables.upsert import MAX_COMMIT_ROWS
 
 __all__ = ["CatalogRunner", "CommittedRead", "PartitionSource", "PartitionTranslator"]
 
@@ -65,18 +71,21 @@ class PartitionTranslator:
         *,
         target_lag_ms: int,
         max_buffer_bytes: int = MAX_BUFFER_BYTES,
+        upsert: bool = False,
     ) -> None:
         self.source = source
         self.table = table
         self.run_catalog = run_catalog
         self.target_lag_ms = target_lag_ms
         self.max_buffer_bytes = max_buffer_bytes
+        self.upsert = upsert
         self.committed: int | None = None
         self.first = 0
         self.position = 0
         self.commits = 0
         self._rows: list[pa.Table] = []
         self._bytes = 0
+        self._count = 0  # buffered rows
         self._oldest: float | None = None  # monotonic time of the oldest buffered read
         self._converter = RowConverter(source.topic, source.index)
         # a failure's traceback once, its repeats in a line now and then (until a commit works)
@@ -107,7 +116,7 @@ class PartitionTranslator:
         start = committed if committed is not None else self.source.log_start_offset
         self.first = self.position = start
         self._rows = []
-        self._bytes = 0
+        self._bytes = self._count = 0
         self._oldest = None
         self._converter = RowConverter(self.source.topic, self.source.index)
 
@@ -125,7 +134,7 @@ class PartitionTranslator:
                 self.position = source.log_start_offset
                 self._converter = RowConverter(source.topic, source.index)
             read = None
-            if self.position < source.last_stable_offset and self._bytes < self.max_buffer_bytes:
+            if self.position < source.last_stable_offset and not self._full():
                 read = source.read_committed(self.position, READ_BYTES)
             if read is not None and read.records:
                 rows, nxt = await asyncio.to_thread(
@@ -136,6 +145,7 @@ class PartitionTranslator:
                     if rows.num_rows:
                         self._rows.append(rows)
                         self._bytes += rows.nbytes
+                        self._count += rows.num_rows
                     if self._oldest is None:
                         self._oldest = time.monotonic()
                     self.position = nxt
@@ -149,14 +159,20 @@ class PartitionTranslator:
     def _due(self) -> bool:
         if self._oldest is None:
             return False
-        if self._bytes >= self.max_buffer_bytes:
+        if self._full():
             return True
         return (time.monotonic() - self._oldest) * 1000 >= self.target_lag_ms
+
+    def _full(self) -> bool:
+        """The buffer holds what one commit takes at most."""
+        return self._bytes >= self.max_buffer_bytes or (
+            self.upsert and self._count >= MAX_COMMIT_ROWS
+        )
 
     async def _wait(self) -> None:
         """Until the partition moves past ``position`` or the commit falls due."""
         source = self.source
-        if self.position < source.last_stable_offset and self._bytes < self.max_buffer_bytes:
+        if self.position < source.last_stable_offset and not self._full():
             return
         timeout = None
         if self._oldest is not None:
@@ -179,7 +195,9 @@ class PartitionTranslator:
             self.position,
         )
         try:
-            await self.run_catalog(lambda: self.table.commit(partition, expected, first, nxt, rows))
+            await self.run_catalog(
+                lambda: self.table.commit(partition, expected, first, nxt, rows, self.upsert)
+            )
         except OffsetsMoved as e:
             log.warning("%s-%d: %s; resuming from the table", self.source.topic, partition, e)
             self._start_at(e.found)
@@ -189,5 +207,5 @@ class PartitionTranslator:
         self.commits += 1
         self.committed = self.first = nxt
         self._rows = []
-        self._bytes = 0
+        self._bytes = self._count = 0
         self._oldest = None

@@ -48,7 +48,8 @@ from gregor.protocol.errors import (
 from gregor.storage.config import LogConfig
 from gregor.storage.errors import InvalidConfigError as StorageInvalidConfigError
 from gregor.tables.settings import MODE as TABLE_MODE
-from gregor.tables.settings import TopicTableConfig, shared_catalog_error
+from gregor.tables.settings import UPSERT as TABLE_UPSERT
+from gregor.tables.settings import TopicTableConfig, shared_catalog_error, upsert_error
 
 log = logging.getLogger("gregor.broker.admin")
 
@@ -87,14 +88,25 @@ class TopicAdmin:
     def exists(self, topic: str) -> bool:
         return self._image().topic(topic) is not None
 
-    def validate_topic_configs(self, configs: Mapping[str, str]) -> None:
+    def validate_topic_configs(self, configs: Mapping[str, str], topic: str | None = None) -> None:
         """Raise INVALID_CONFIG for an unknown topic config, a bad value, or a config the
-        log would not accept."""
+        log would not accept; ``topic``: the existing topic whose overrides ``configs`` replace
+        (None: a new topic)."""
         try:
             validate_overrides(dict(configs))
-            LogConfig.from_props(dict(configs), self.default_log_config).validate()
+            log_config = LogConfig.from_props(dict(configs), self.default_log_config)
+            log_config.validate()
         except StorageInvalidConfigError as e:
             raise InvalidConfigError(str(e)) from None
+        existing = None if topic is None else self._image().topic(topic)
+        why = upsert_error(
+            configs, log_config.compact, None if existing is None else existing.configs
+        )
+        if why is not None:
+            value = configs.get(TABLE_UPSERT, "false")
+            raise InvalidConfigError(
+                f"Invalid value {value} for configuration {TABLE_UPSERT}: {why}"
+            )
         policy = SchemaPolicy.of(configs)
         if policy is not None and not self.config.schema_registry_urls:
             name = VALUE_VALIDATION if policy.value is not None else KEY_VALIDATION
@@ -301,7 +313,7 @@ class TopicAdmin:
 
     async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         """Replace ``name``'s whole override set (already validated by the caller too)."""
-        self.validate_topic_configs(configs)
+        self.validate_topic_configs(configs, name)
         await self.store.alter_topic_configs(name, configs)
         log_event(
             log,

@@ -20,9 +20,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import IntEnum
 
 from gregor.broker.config import schema_validation as sv
+from gregor.broker.config.config_types import ConfigResourceType as ConfigResourceType
+from gregor.broker.config.config_types import ConfigSource as ConfigSource
+from gregor.broker.config.config_types import ConfigType as ConfigType
 from gregor.tables import settings as tables_settings
 
 LONG_MAX = (1 << 63) - 1
@@ -32,44 +34,6 @@ INT_MIN = -(1 << 31)
 HOUR_MS = 3_600_000
 MINUTE_MS = 60_000
 WEEK_MS = 7 * 24 * HOUR_MS
-
-
-class ConfigType(IntEnum):
-    """DescribeConfigs v3+ ``config_type``."""
-
-    UNKNOWN = 0
-    BOOLEAN = 1
-    STRING = 2
-    INT = 3
-    SHORT = 4
-    LONG = 5
-    DOUBLE = 6
-    LIST = 7
-    CLASS = 8
-    PASSWORD = 9
-
-
-class ConfigSource(IntEnum):
-    """DescribeConfigs v1+ ``config_source`` and synonym ``source``."""
-
-    UNKNOWN = 0
-    TOPIC_CONFIG = 1  # Kafka's DYNAMIC_TOPIC_CONFIG
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_BROKER_LOGGER_CONFIG = 6
-    CLIENT_METRICS_CONFIG = 7
-    GROUP_CONFIG = 8
-
-
-class ConfigResourceType(IntEnum):
-    UNKNOWN = 0
-    TOPIC = 2
-    BROKER = 4
-    BROKER_LOGGER = 8
-    CLIENT_METRICS = 16
-    GROUP = 32
 
 
 @dataclass(frozen=True)
@@ -262,6 +226,14 @@ TOPIC_CONFIGS: tuple[TopicConfigDef, ...] = (
         "headers, timestamp, partition and offset columns).",
         choices=tables_settings.MODES,
         check=tables_settings.mode_error,
+    ),
+    TopicConfigDef(
+        tables_settings.UPSERT,
+        _T.BOOLEAN,
+        "false",
+        "Whether a compacted topic's Iceberg table is an upsert table: one row per (partition, "
+        "key), the key's latest record; a tombstone deletes the row. Needs cleanup.policy with "
+        "compact and iceberg.mode=key_value.",
     ),
     TopicConfigDef(
         tables_settings.TARGET_LAG_MS,

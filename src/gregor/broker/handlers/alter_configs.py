@@ -95,7 +95,7 @@ def _check_unique_keys(configs: Iterable[_ConfigKey]) -> None:
 
 async def _apply(broker: BrokerState, name: str, new: dict[str, str], validate_only: bool) -> None:
     if validate_only:
-        broker.topics.validate_topic_configs(new)
+        broker.topics.validate_topic_configs(new, name)
     else:
         await broker.topics.set_topic_configs(name, new)
 
