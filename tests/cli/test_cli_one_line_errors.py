@@ -93,6 +93,8 @@ def args_for(closed: str, files: Path) -> dict[str, list[str]]:
             str(files / "pipeline"),
             "--events",
             "10",
+            "--value-format",
+            "json",  # the Avro default would need the (closed) cluster's registry
             "--bootstrap-servers",
             closed,
         ],
