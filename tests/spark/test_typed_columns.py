@@ -1,12 +1,14 @@
 """Typed columns beyond flat Avro records, read (and written) through the data source: Avro maps
 and unions of several types (Spark's ``from_avro`` shapes), JSON Schema values and Protobuf
 values, produced by confluent-kafka's serializers through Gregor's schema registry, read back
-exactly, with Spark's FAILFAST and PERMISSIVE modes for a corrupt payload. One broker with its
-registry for the module; the columns' decoders are tested without Spark in
-tests/schema_registry/test_typed_columns_decode.py."""
+exactly, with Spark's FAILFAST and PERMISSIVE modes for a corrupt payload; and the sink writing
+JSON Schema and Protobuf keys and values that confluent-kafka's deserializers read exactly. One
+broker with its registry for the module; the columns' decoders and encoders are tested without
+Spark in tests/schema_registry/test_typed_columns_decode.py and test_typed_columns_encode.py."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import time
@@ -303,3 +305,143 @@ def test_protobuf_values(spark: Any, served: tuple[str, str]) -> None:
     ]
     with pytest.raises(Exception, match=rf"Malformed records .* {topic}-0 offset 2\b"):
         read(spark, bootstrap, topic, valueFormat="protobuf", schemaRegistry=url).collect()
+
+
+def consume(bootstrap: str, topic: str, n: int) -> list[tuple[bytes | None, bytes | None]]:
+    """The first ``n`` records' (key, value) of ``topic``, read with confluent-kafka."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": topic, "auto.offset.reset": "earliest"}
+    )
+    got: list[tuple[bytes | None, bytes | None]] = []
+    try:
+        consumer.subscribe([topic])
+        for _ in range(300):
+            if len(got) >= n:
+                break
+            msg = consumer.poll(1.0)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            got.append((msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    assert len(got) == n, got
+    return got
+
+
+def write(df: Any, bootstrap: str, topic: str, **opts: str) -> None:
+    w = (
+        df.write.format("gregor")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+    )
+    for k, v in opts.items():
+        w = w.option(k, v)
+    w.save()
+
+
+def test_the_sink_writes_json_and_protobuf(spark: Any, served: tuple[str, str]) -> None:
+    """``valueFormat`` / ``keyFormat`` ``json`` and ``protobuf`` on the sink: the rows written in
+    the subjects' registered schemas, read exactly by confluent-kafka's deserializers (and by the
+    source); a row that does not fit fails the write naming the column and the reason."""
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+    from google.protobuf import message_factory
+
+    from gregor.spark.protobuf_schema import reader_message
+
+    bootstrap, url = served
+    client = SchemaRegistryClient({"url": url})
+    key_schema = {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}
+
+    # JSON Schema keys and values
+    topic = f"json-out-{uuid.uuid4().hex[:8]}"
+    client.register_schema(f"{topic}-key", Schema(json.dumps(key_schema), "JSON"))
+    value_id = client.register_schema(f"{topic}-value", Schema(json.dumps(JSON_SCHEMA), "JSON"))
+    df = spark.range(3).selectExpr(
+        "struct(id) AS key",
+        "struct(id, IF(id = 1, NULL, concat('n', id)) AS name,"
+        " TIMESTAMP '2024-05-06 07:08:09.5' + make_interval(0, 0, 0, 0, 0, 0, id) AS at,"
+        " array('x', CAST(id AS STRING)) AS tags, named_struct('x', id / 2, 'y', -1.5D) AS pos,"
+        " map('eu', id) AS stock) AS value",
+    )
+    write(df, bootstrap, topic, keyFormat="json", valueFormat="json", schemaRegistry=url)
+    de = JSONDeserializer(None, schema_registry_client=SchemaRegistryClient({"url": url}))
+    got = consume(bootstrap, topic, 3)
+    assert all((v or b"")[:5] == b"\x00" + value_id.to_bytes(4, "big") for _, v in got)
+    key_ctx = SerializationContext(topic, MessageField.KEY)
+    value_ctx = SerializationContext(topic, MessageField.VALUE)
+    assert sorted(
+        ((de(k, key_ctx), de(v, value_ctx)) for k, v in got), key=lambda kv: kv[0]["id"]
+    ) == [
+        (
+            {"id": i},
+            {
+                "id": i,
+                **({} if i == 1 else {"name": f"n{i}"}),  # a null left out, as to_json does
+                "at": f"2024-05-06T07:08:{9 + i:02d}.500000Z",
+                "tags": ["x", str(i)],
+                "pos": {"x": i / 2, "y": -1.5},
+                "stock": {"eu": i},
+            },
+        )
+        for i in range(3)
+    ]
+    back = read(spark, bootstrap, topic, valueFormat="json", schemaRegistry=url)
+    assert sorted(rows(back.selectExpr("offset", AT_UTC)), key=lambda v: v["id"]) == sorted(
+        rows(df.selectExpr("0 AS offset", "value").selectExpr("offset", AT_UTC)),
+        key=lambda v: v["id"],
+    )
+
+    # Protobuf values
+    ptopic = f"proto-out-{uuid.uuid4().hex[:8]}"
+    schema_id = client.register_schema(f"{ptopic}-value", Schema(PROTO, "PROTOBUF"))
+    served_schema = client.get_schema(schema_id, fmt="serialized").schema_str
+    order = message_factory.GetMessageClass(reader_message(served_schema))
+    pdf = spark.range(2).selectExpr(
+        "struct(concat('o', id) AS id, IF(id = 0, named_struct('sku', 'a', 'price', 1.5D), NULL)"
+        " AS item, array(named_struct('sku', 'b', 'price', 2.0D)) AS items,"
+        " map('x', id, 'y', -2L) AS counts, IF(id = 0, 'NEW', 'PAID') AS status,"
+        " TIMESTAMP '2024-05-06 07:08:09.123456' AS at) AS value"
+    )
+    write(pdf, bootstrap, ptopic, valueFormat="protobuf", schemaRegistry=url)
+    pde = ProtobufDeserializer(order, {"use.deprecated.format": False})
+    pctx = SerializationContext(ptopic, MessageField.VALUE)
+    header = b"\x00" + schema_id.to_bytes(4, "big") + b"\x00"
+    written = [v for _, v in consume(bootstrap, ptopic, 2)]
+    assert all((v or b"").startswith(header) for v in written)
+    expected = []
+    for i in range(2):
+        m = order(
+            id=f"o{i}",
+            items=[{"sku": "b", "price": 2.0}],
+            counts={"x": i, "y": -2},
+            status=i,
+        )
+        if i == 0:
+            m.item.sku, m.item.price = "a", 1.5
+        m.at.FromDatetime(datetime.datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=datetime.UTC))
+        expected.append(m)
+    assert sorted((pde(v, pctx) for v in written), key=lambda m: m.id) == expected
+
+    # rows that do not fit their schema fail the write, naming the column and the reason
+    bad = spark.range(1).selectExpr("struct(CAST(NULL AS BIGINT) AS id) AS value")
+    with pytest.raises(
+        Exception,
+        match=re.escape(
+            f"the value column does not fit the subject {topic}-value version 1: "
+            "None is not of type 'integer' (at id)"
+        ),
+    ):
+        write(bad, bootstrap, topic, valueFormat="json", schemaRegistry=url)
+    lost = spark.range(1).selectExpr("struct('LOST' AS status) AS value")
+    with pytest.raises(
+        Exception,
+        match=re.escape(
+            f"the value column does not fit the subject {ptopic}-value version 1: "
+            "status: the enum shop.Order.Status has no value 'LOST'"
+        ),
+    ):
+        write(lost, bootstrap, ptopic, valueFormat="protobuf", schemaRegistry=url)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import io
 import json
 import struct
-from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -105,16 +104,4 @@ def encode_column(array: pa.Array, spec: AvroColumn) -> pa.Array:
     return pa.array(out, pa.binary())
 
 
-def encode_batches(batches: Iterator[Any], columns: tuple[AvroColumn, ...]) -> Iterator[Any]:
-    """The Arrow batches with their ``columns`` encoded."""
-    for batch in batches:
-        arrays = list(batch.columns)
-        fields = list(batch.schema)
-        for spec in columns:
-            i = batch.schema.get_field_index(spec.column)
-            arrays[i] = encode_column(batch.column(i), spec)
-            fields[i] = pa.field(spec.column, pa.binary())
-        yield pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
-
-
-__all__ = ["encode_batches", "encode_column"]
+__all__ = ["encode_column"]

@@ -154,8 +154,9 @@ def parse_columns(
 
 def check_sink_columns(schema: StructType, columns: tuple[AvroColumn, ...]) -> StructType:
     """The sink's input ``schema`` with the encoded columns' struct types checked against their
-    schemas (every field the schema has without a default is there) and shown as binary, for
-    Spark's Kafka sink rules that follow."""
+    schemas (Avro: every field the schema has without a default is there; JSON and Protobuf:
+    :func:`gregor.spark.sink_encode.check_column`) and shown as binary, for Spark's Kafka sink
+    rules that follow."""
     from pyspark.sql.types import BinaryType
 
     types = {f.name: f.dataType for f in schema.fields}
@@ -164,9 +165,10 @@ def check_sink_columns(schema: StructType, columns: tuple[AvroColumn, ...]) -> S
         if t is None:
             continue  # check_sink_schema says what is missing
         if c.format != "avro":
-            raise OptionError(
-                f"{c.column}Format {c.format!r} reads only: the sink writes typed columns as Avro"
-            )
+            from gregor.spark.sink_encode import check_column
+
+            check_column(t, c)
+            continue
         node = parse(c.schema)
         if not isinstance(t, StructType) or node.kind != "record":
             raise OptionError(

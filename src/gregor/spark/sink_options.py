@@ -51,7 +51,7 @@ class SinkOptions:
     exactly_once: bool = True
     transactional_id_prefix: str = "gregor-spark"
     commit_topic: str = "gregor-spark-sink-commits"
-    #: The key and value columns encoded as Avro (``gregor.spark.avro_options``).
+    #: The typed key and value columns to encode (``gregor.spark.avro_options``).
     columns: tuple[AvroColumn, ...] = ()
 
 

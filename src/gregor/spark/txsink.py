@@ -222,7 +222,7 @@ class TransactionalStreamWriter(DataSourceStreamArrowWriter):
             producer.init_transactions()
             producer.begin_transaction()
             if o.columns:
-                from gregor.spark.avro_encode import encode_batches
+                from gregor.spark.sink_encode import encode_batches
 
                 iterator = encode_batches(iterator, o.columns)
             msg.records = send_batches(producer, o.topic, iterator)

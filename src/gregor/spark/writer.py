@@ -111,7 +111,7 @@ def write_batches(options: SinkOptions, batches: Iterator[Any]) -> KafkaCommitMe
 
 def _write(options: SinkOptions, batches: Iterator[Any]) -> KafkaCommitMessage:
     if options.columns:
-        from gregor.spark.avro_encode import encode_batches
+        from gregor.spark.sink_encode import encode_batches
 
         batches = encode_batches(batches, options.columns)
     return KafkaCommitMessage(send_batches(shared_producer(options.client), options.topic, batches))
