@@ -21,7 +21,10 @@ A commit (:meth:`TopicTable.commit`) is exactly-once by construction:
    are orphans, never in the table).
 
 A process killed anywhere in this leaves either the old snapshot (and maybe orphan files)
-or the new one: never part of a commit.
+or the new one: never part of a commit. In a typed mode the rows' ``value`` struct may have
+fields, or wider types, the table's lacks: the same transaction evolves the table's schema
+first (``gregor.tables.typed.evolved``: pyiceberg's ``union_by_name``), so the new columns and
+the rows that fill them land in one snapshot; a type the table cannot take raises TypeClash.
 
 Step 3's retry must start at step 1. pyiceberg (0.12) retries a lost commit by itself,
 re-applying the same snapshot, offsets map included, on top of the winner's: that would put
@@ -41,8 +44,14 @@ import pyarrow as pa
 
 from gregor.tables.faults import crash_point
 from gregor.tables.offsets import commit_properties, table_offsets
-from gregor.tables.schema import iceberg_schema, partition_spec
-from gregor.tables.settings import CatalogSettings
+from gregor.tables.schema import (
+    dead_letter_iceberg_schema,
+    iceberg_schema,
+    partition_spec,
+    typed_iceberg_schema,
+)
+from gregor.tables.settings import DEAD_LETTER_SUFFIX, KEY_VALUE, TYPED_MODES, CatalogSettings
+from gregor.tables.typed import evolved
 
 #: Attempts of one commit against concurrent writers of other partitions.
 COMMIT_ATTEMPTS = 50
@@ -102,13 +111,20 @@ class TableCatalog:
     def identifier(self, topic: str) -> tuple[str, str]:
         return (self.settings.namespace, topic)
 
-    def open_table(self, topic: str) -> TopicTable:
-        """The topic's table, created (key_value schema, by hour) if it does not exist."""
+    def open_table(self, topic: str, mode: str = KEY_VALUE) -> TopicTable:
+        """The topic's table, created (the mode's schema, by hour) if it does not exist."""
+        return self._open(topic, topic, typed_iceberg_schema() if mode in TYPED_MODES else None)
+
+    def open_dead_letters(self, topic: str) -> TopicTable:
+        """The topic's dead-letter table (``<topic>~dlq``), created if it does not exist."""
+        return self._open(topic, topic + DEAD_LETTER_SUFFIX, dead_letter_iceberg_schema())
+
+    def _open(self, topic: str, name: str, schema: Any) -> TopicTable:
         catalog = self.catalog
         catalog.create_namespace_if_not_exists(self.settings.namespace)
         table = catalog.create_table_if_not_exists(
-            self.identifier(topic),
-            schema=iceberg_schema(),
+            self.identifier(name),
+            schema=iceberg_schema() if schema is None else schema,
             partition_spec=partition_spec(),
             properties={"gregor.topic": topic, **TABLE_PROPERTIES},
         )
@@ -142,6 +158,23 @@ class TopicTable:
         self.table = self.table.refresh()
         return table_offsets(self.table)
 
+    def value_type(self) -> pa.DataType | None:
+        """The Arrow type of the table's ``value`` column (None: it has none yet)."""
+        schema = self.table.schema()
+        if "value" not in schema.column_names:
+            return None
+        field = schema.as_arrow().field("value")
+        return field.type
+
+    def offsets_from(self, partition: int, start: int) -> list[int]:
+        """The offsets of ``partition``'s rows at or above ``start`` (in the dead-letter table
+        after a crash between its commit and the topic table's: a few)."""
+        scan = self.table.scan(
+            row_filter=f"partition = {int(partition)} AND offset >= {int(start)}",
+            selected_fields=("offset",),
+        )
+        return sorted(int(o) for o in scan.to_arrow().column("offset").to_pylist())
+
     def commit(
         self, partition: int, expected: int | None, first: int, next_offset: int, rows: pa.Table
     ) -> int:
@@ -156,6 +189,7 @@ class TopicTable:
             if found != expected:
                 raise OffsetsMoved(partition, expected, found)
             tx = self.table.transaction()
+            rows = evolved(tx, rows)
             tx.append(
                 rows, snapshot_properties=commit_properties(parent, partition, first, next_offset)
             )
