@@ -22,8 +22,8 @@ import fastavro
 import pyarrow as pa
 import pyarrow.json as pj
 
-from gregor.spark import avro_columns as ac
-from gregor.spark.avro_schema import parse
+from gregor.columns import avro_columns as ac
+from gregor.columns.avro_schema import parse
 
 ORDER = {
     "type": "record",

@@ -17,14 +17,14 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("polars")
 
-from gregor.spark import avro_columns as ac  # noqa: E402
-from gregor.spark.avro_schema import (  # noqa: E402
+from gregor.columns import avro_columns as ac  # noqa: E402
+from gregor.columns.avro_schema import (  # noqa: E402
     AvroUnsupported,
     arrow_type,
     check_readable,
     parse,
-    spark_type,
 )
+from gregor.spark.avro_schema import spark_type  # noqa: E402
 
 V1 = {
     "type": "record",

@@ -17,12 +17,12 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from gregor.spark import json_columns, protobuf_columns  # noqa: E402
-from gregor.spark.framing import FAILFAST, PERMISSIVE, MalformedRecord, TypedColumn  # noqa: E402
-from gregor.spark.json_schema import JsonSchemaUnsupported  # noqa: E402
-from gregor.spark.json_schema import parse as parse_json  # noqa: E402
+from gregor.columns import json_columns, protobuf_columns  # noqa: E402
+from gregor.columns.framing import FAILFAST, PERMISSIVE, MalformedRecord, TypedColumn  # noqa: E402
+from gregor.columns.json_schema import JsonSchemaUnsupported  # noqa: E402
+from gregor.columns.json_schema import parse as parse_json  # noqa: E402
+from gregor.columns.protobuf_schema import ProtobufUnsupported, reader_message  # noqa: E402
 from gregor.spark.json_schema import spark_type as json_spark_type  # noqa: E402
-from gregor.spark.protobuf_schema import ProtobufUnsupported, reader_message  # noqa: E402
 from gregor.spark.protobuf_schema import spark_type as proto_spark_type  # noqa: E402
 
 UTC = datetime.UTC

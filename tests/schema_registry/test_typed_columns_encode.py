@@ -26,9 +26,9 @@ from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer  # noq
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 from pyspark.sql.types import LongType, StringType, StructField, StructType  # noqa: E402
 
-from gregor.spark import json_columns, json_schema, protobuf_columns, protobuf_schema  # noqa: E402
+from gregor.columns import json_columns, json_schema, protobuf_columns, protobuf_schema  # noqa: E402
+from gregor.columns.framing import TypedColumn  # noqa: E402
 from gregor.spark.avro_options import check_sink_columns, parse_columns  # noqa: E402
-from gregor.spark.framing import TypedColumn  # noqa: E402
 from gregor.spark.options import OptionError  # noqa: E402
 from gregor.spark.sink_encode import encode_batches, encode_column  # noqa: E402
 

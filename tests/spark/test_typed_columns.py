@@ -242,7 +242,7 @@ def test_protobuf_values(spark: Any, served: tuple[str, str]) -> None:
     from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
     from google.protobuf import message_factory
 
-    from gregor.spark.protobuf_schema import reader_message
+    from gregor.columns.protobuf_schema import reader_message
 
     bootstrap, url = served
     topic = f"proto-{uuid.uuid4().hex[:8]}"

@@ -161,7 +161,7 @@ def test_table_topic_configs_are_validated_as_kafka_validates_topic_configs(
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     cases = {
         "bad-mode": ({"iceberg.mode": "parquet"}, "must be one of"),
-        "schema-mode": ({"iceberg.mode": "value_schema_latest"}, "not implemented yet"),
+        "schema-mode": ({"iceberg.mode": "value_schema_latest"}, "has no schema registry"),
         "bad-lag": ({"iceberg.target.lag.ms": "0"}, "must be at least 1"),
         "nan-lag": ({"iceberg.target.lag.ms": "soon"}, "not a number"),
     }

@@ -63,7 +63,7 @@ from gregor.broker.replication.fetch_session import FetchSessionCache
 from gregor.broker.replication.replica_fetcher import FetcherConfig, ReplicaFetchers
 from gregor.broker.replication.replica_manager import ReplicaManager
 from gregor.broker.replication.schema_id_validator import SchemaIdValidator
-from gregor.broker.replication.table_topics import wanted_translations
+from gregor.broker.replication.table_topics import TableRegistry, wanted_translations
 from gregor.cluster.etcd_url import is_etcd_url
 from gregor.cluster.image import (
     BrokerEndpoint,
@@ -81,8 +81,10 @@ from gregor.storage.log_dirs import LogDirs, open_log_dirs
 from gregor.storage.manager import LogManager, delete_files
 from gregor.tables.service import TableTranslation
 from gregor.tables.settings import (
+    TablesUnavailableError,
     TopicTableConfig,
     catalog_settings,
+    registry_error,
     require_pyiceberg,
     require_shared_catalog,
 )
@@ -387,10 +389,17 @@ class Broker:
 
     def _table_translation(self) -> TableTranslation:
         """Fail closed: a topic that asks for a table stops a broker that cannot write one."""
-        tables = TableTranslation(catalog_settings(self.config.raw, str(self.config.log_dirs[0])))
+        config = self.config
+        tables = TableTranslation(
+            catalog_settings(config.raw, str(config.log_dirs[0])), TableRegistry(config)
+        )
         for topic in self.store.image.topics.values():
-            if TopicTableConfig.of(topic.configs).enabled:
+            table_config = TopicTableConfig.of(topic.configs)
+            if table_config.enabled:
                 require_pyiceberg(topic.name)
+                why = registry_error(table_config.mode, bool(config.schema_registry_urls))
+                if why is not None:
+                    raise TablesUnavailableError(f"topic {topic.name}: {why}")
                 if self.clustered:
                     require_shared_catalog(topic.name, self.config.raw)
                 tables.require_writable_warehouse(topic.name)

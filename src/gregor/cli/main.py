@@ -152,13 +152,21 @@ def serve(
     companions = []
     served: list[str] = []  # the URL of the registry beside the broker, once it listens
     if config.schema_registry_address is not None:
+        from urllib.parse import urlsplit
+
         from gregor.cli.schema_registry import beside_broker as registry_beside_broker
+
+        def listening(url: str) -> None:
+            served.append(url)
+            bound = urlsplit(url)  # the port it listens on (the config's may be 0: any)
+            if bound.hostname and bound.port:
+                config.schema_registry_address = (bound.hostname, bound.port)
 
         companions.append(
             registry_beside_broker(
                 *config.schema_registry_address,
                 str(config.values["schema.registry.topic"]),
-                served.append,
+                listening,
             )
         )
     if config.console_address is not None:

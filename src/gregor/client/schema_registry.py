@@ -4,7 +4,8 @@ Avro columns need, no more.
 
 ``call`` sends one request and returns the decoded JSON body; an answer with an error status
 raises :class:`RegistryHTTPError` with the registry's own ``error_code`` and ``message``, an
-unreachable registry :class:`RegistryUnreachable`. ``schema_by_id`` caches what it fetched (a
+unreachable registry :class:`RegistryUnreachable`. An https registry is reached with
+``ssl_context`` (None: the system's CAs). ``schema_by_id`` caches what it fetched (a
 schema id never changes its schema), so a process asks for each id once.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 import threading
 import urllib.error
 import urllib.parse
@@ -59,9 +61,11 @@ class RegistryClient:
         user: str | None = None,
         password: str | None = None,
         timeout_s: float = 60.0,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
+        self.ssl_context = ssl_context
         self._auth = (
             "Basic " + base64.b64encode(f"{user}:{password or ''}".encode()).decode()
             if user is not None
@@ -87,7 +91,9 @@ class RegistryClient:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(target, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+            with urllib.request.urlopen(
+                req, timeout=self.timeout_s, context=self.ssl_context
+            ) as resp:
                 text = resp.read().decode("utf-8", "replace")
         except urllib.error.HTTPError as e:
             raise _error(e.code, e.read().decode("utf-8", "replace")) from None

@@ -21,8 +21,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from gregor.spark.avro_columns import AvroColumn
-from gregor.spark.avro_schema import AvroNode, merged, parse
+from gregor.columns.avro_columns import AvroColumn
+from gregor.columns.avro_schema import AvroNode, merged, parse
 from gregor.spark.options import OptionError
 
 _PARSED: dict[str, Any] = {}

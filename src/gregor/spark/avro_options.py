@@ -19,8 +19,9 @@ from collections.abc import Mapping
 from pyspark.sql.types import DataType, StructField, StructType
 
 from gregor.client.schema_registry import RegistryHTTPError, RegistryUnreachable
-from gregor.spark.avro_columns import FAILFAST, PERMISSIVE, AvroColumn, registry_client
-from gregor.spark.avro_schema import parse, spark_type
+from gregor.columns.avro_columns import FAILFAST, PERMISSIVE, AvroColumn, registry_client
+from gregor.columns.avro_schema import parse
+from gregor.spark.avro_schema import spark_type
 from gregor.spark.options import OptionError, lower_keys
 
 #: The formats of typed columns, as ``valueFormat`` names them, and the registry's schema type.
@@ -30,13 +31,15 @@ FORMATS = {"avro": "AVRO", "json": "JSON", "protobuf": "PROTOBUF"}
 def column_type(column: AvroColumn) -> DataType:
     """The Spark type a typed column decodes into (raises the format's Unsupported error)."""
     if column.format == "json":
-        from gregor.spark import json_schema
+        from gregor.columns import json_schema
+        from gregor.spark.json_schema import spark_type as json_spark_type
 
-        return json_schema.spark_type(json_schema.parse(column.schema))
+        return json_spark_type(json_schema.parse(column.schema))
     if column.format == "protobuf":
-        from gregor.spark import protobuf_schema
+        from gregor.columns.protobuf_schema import reader_message
+        from gregor.spark.protobuf_schema import spark_type as protobuf_spark_type
 
-        return protobuf_schema.spark_type(protobuf_schema.reader_message(column.schema))
+        return protobuf_spark_type(reader_message(column.schema))
     return spark_type(parse(column.schema))
 
 

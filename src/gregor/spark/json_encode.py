@@ -32,8 +32,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from gregor.spark.framing import TypedColumn
-from gregor.spark.json_schema import JsonNode, parse
+from gregor.columns.framing import TypedColumn
+from gregor.columns.json_schema import JsonNode, parse
 from gregor.spark.options import OptionError
 
 UTC = datetime.UTC

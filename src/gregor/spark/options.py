@@ -41,7 +41,7 @@ from gregor.client import ConfigError, TopicPartition
 from gregor.client.config import COMMON, PRODUCER
 
 if TYPE_CHECKING:
-    from gregor.spark.avro_columns import AvroColumn
+    from gregor.columns.avro_columns import AvroColumn
 
 EARLIEST = -2
 LATEST = -1

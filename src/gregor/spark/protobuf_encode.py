@@ -28,9 +28,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from gregor.spark.framing import TypedColumn
+from gregor.columns.framing import TypedColumn
+from gregor.columns.protobuf_schema import (
+    TIMESTAMP,
+    TYPE_GROUP,
+    TYPE_MESSAGE,
+    is_map,
+    reader_message,
+)
 from gregor.spark.options import OptionError
-from gregor.spark.protobuf_schema import TIMESTAMP, TYPE_GROUP, TYPE_MESSAGE, is_map, reader_message
 
 UTC = datetime.UTC
 _ENUM = 14

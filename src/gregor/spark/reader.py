@@ -56,7 +56,7 @@ from pyspark.sql.streaming.datasource import (
 
 from gregor.client import AdminClient, TopicPartition
 from gregor.client.bulk import RangeReader, end_offsets, shared_client
-from gregor.spark.avro_columns import AvroColumn, decode_batch
+from gregor.columns.avro_columns import AvroColumn, decode_batch
 from gregor.spark.options import (
     EARLIEST,
     LATEST,

@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.types import DataType, StructType
 
-from gregor.spark.framing import TypedColumn
+from gregor.columns.framing import TypedColumn
 from gregor.spark.options import OptionError
 
 

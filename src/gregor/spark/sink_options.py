@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from gregor.spark.options import OptionError, bool_option, kafka_settings, lower_keys
 
 if TYPE_CHECKING:
-    from gregor.spark.avro_columns import AvroColumn
+    from gregor.columns.avro_columns import AvroColumn
 
 log = logging.getLogger("gregor.spark")
 

@@ -13,7 +13,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from gregor.spark.avro_columns import AvroColumn
+from gregor.columns.avro_columns import AvroColumn
 from gregor.spark.avro_options import check_sink_columns, parse_columns, typed_schema
 from gregor.spark.options import OptionError, SourceOptions, parse_source
 from gregor.spark.reader import KafkaBatchReader, KafkaStreamReader

@@ -21,7 +21,10 @@ A commit (:meth:`TopicTable.commit`) is exactly-once by construction:
    are orphans, never in the table).
 
 A process killed anywhere in this leaves either the old snapshot (and maybe orphan files)
-or the new one: never part of a commit.
+or the new one: never part of a commit. In a typed mode the rows' ``value`` struct may have
+fields, or wider types, the table's lacks: the same transaction evolves the table's schema
+first (``gregor.tables.typed.evolved``: pyiceberg's ``union_by_name``), so the new columns and
+the rows that fill them land in one snapshot; a type the table cannot take raises TypeClash.
 
 An upsert table (``iceberg.upsert``, ``gregor.tables.upsert``) takes the same steps; its step 3
 is one ``overwrite`` (the rows of the keys the range touches deleted, each key's latest record
@@ -49,8 +52,20 @@ import pyarrow as pa
 
 from gregor.tables.faults import crash_point
 from gregor.tables.offsets import commit_properties, table_offsets
-from gregor.tables.schema import iceberg_schema, partition_spec
-from gregor.tables.settings import UPSERT, CatalogSettings
+from gregor.tables.schema import (
+    dead_letter_iceberg_schema,
+    iceberg_schema,
+    partition_spec,
+    typed_iceberg_schema,
+)
+from gregor.tables.settings import (
+    DEAD_LETTER_SUFFIX,
+    KEY_VALUE,
+    TYPED_MODES,
+    UPSERT,
+    CatalogSettings,
+)
+from gregor.tables.typed import evolved
 from gregor.tables.upsert import (
     TABLE_PROPERTY,
     TableKindMismatch,
@@ -117,15 +132,23 @@ class TableCatalog:
     def identifier(self, topic: str) -> tuple[str, str]:
         return (self.settings.namespace, topic)
 
-    def open_table(self, topic: str, upsert: bool = False) -> TopicTable:
-        """The topic's table, created (key_value schema, by hour; an upsert table if
+    def open_table(self, topic: str, mode: str = KEY_VALUE, upsert: bool = False) -> TopicTable:
+        """The topic's table, created (the mode's schema, by hour; an upsert table if
         ``upsert``) if it does not exist."""
+        schema = typed_iceberg_schema() if mode in TYPED_MODES else None
+        return self._open(topic, topic, schema, upsert)
+
+    def open_dead_letters(self, topic: str) -> TopicTable:
+        """The topic's dead-letter table (``<topic>~dlq``), created if it does not exist."""
+        return self._open(topic, topic + DEAD_LETTER_SUFFIX, dead_letter_iceberg_schema(), False)
+
+    def _open(self, topic: str, name: str, schema: Any, upsert: bool) -> TopicTable:
         catalog = self.catalog
         catalog.create_namespace_if_not_exists(self.settings.namespace)
         kind = {TABLE_PROPERTY: "true" if upsert else "false"}
         table = catalog.create_table_if_not_exists(
-            self.identifier(topic),
-            schema=iceberg_schema(),
+            self.identifier(name),
+            schema=iceberg_schema() if schema is None else schema,
             partition_spec=partition_spec(),
             properties={"gregor.topic": topic, **TABLE_PROPERTIES, **kind},
         )
@@ -164,6 +187,23 @@ class TopicTable:
         self.table = self.table.refresh()
         return table_offsets(self.table)
 
+    def value_type(self) -> pa.DataType | None:
+        """The Arrow type of the table's ``value`` column (None: it has none yet)."""
+        schema = self.table.schema()
+        if "value" not in schema.column_names:
+            return None
+        field = schema.as_arrow().field("value")
+        return field.type
+
+    def offsets_from(self, partition: int, start: int) -> list[int]:
+        """The offsets of ``partition``'s rows at or above ``start`` (in the dead-letter table
+        after a crash between its commit and the topic table's: a few)."""
+        scan = self.table.scan(
+            row_filter=f"partition = {int(partition)} AND offset >= {int(start)}",
+            selected_fields=("offset",),
+        )
+        return sorted(int(o) for o in scan.to_arrow().column("offset").to_pylist())
+
     def commit(
         self,
         partition: int,
@@ -188,6 +228,7 @@ class TopicTable:
                 raise OffsetsMoved(partition, expected, found)
             tx = self.table.transaction()
             props = commit_properties(parent, partition, first, next_offset)
+            latest = evolved(tx, latest)
             if keys is not None and len(keys):
                 with warnings.catch_warnings():  # no row of the keys in the table yet: fine
                     warnings.filterwarnings("ignore", "Delete operation did not match")

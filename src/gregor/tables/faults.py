@@ -9,6 +9,8 @@ points, in the order one commit passes them:
 * ``commit.begin``: a commit is due, nothing of it written yet;
 * ``commit.staged``: its data files, manifest and manifest list are written, the catalog not
   yet told (the files are orphans if the process dies here);
+* ``dead-letters.done`` (typed modes, a commit with dead letters): the dead-letter table took
+  its commit, the topic table not yet (``gregor.tables.dead_letters``);
 * ``commit.done``: the catalog took the commit, the translator has not yet moved on.
 
 Unset (always, outside tests), :func:`crash_point` only counts nothing and returns.
@@ -21,11 +23,13 @@ import signal
 
 ENV = "GREGOR_TABLES_CRASH_AT"
 POINTS = ("read", "commit.begin", "commit.staged", "commit.done")
+#: The points only a typed mode's translator passes (between its two tables' commits).
+TYPED_POINTS = ("dead-letters.done",)
 
 
 def _parse(text: str) -> tuple[str, int] | None:
     point, _, count = text.strip().rpartition(":")
-    if point not in POINTS or not count.isdigit() or int(count) < 1:
+    if point not in POINTS + TYPED_POINTS or not count.isdigit() or int(count) < 1:
         return None
     return point, int(count)
 

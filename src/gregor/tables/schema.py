@@ -3,7 +3,9 @@
 Columns: ``key`` and ``value`` (binary), ``headers`` (list<struct<key string, value binary>>,
 null for a record without headers), ``timestamp`` (timestamptz, microseconds, from the
 record's millisecond timestamp), ``partition`` (int) and ``offset`` (long). The table is
-partitioned by the hour of ``timestamp``.
+partitioned by the hour of ``timestamp``. The typed modes' tables have these columns but a
+struct ``value`` (:func:`typed_iceberg_schema`, ``gregor.tables.typed``), their dead-letter
+tables these and ``error`` (:func:`dead_letter_iceberg_schema`).
 
 :func:`key_value_rows` turns one fetched record set of a partition into these columns with
 the consumer's own bulk reader (``gregor.client.consumer.arrow``): control batches are
@@ -24,6 +26,7 @@ from gregor.client.consumer.arrow import ArrowBatchBuilder
 KEY_ID, VALUE_ID, HEADERS_ID, HEADER_ELEMENT_ID = 1, 2, 3, 4
 HEADER_KEY_ID, HEADER_VALUE_ID = 5, 6
 TIMESTAMP_ID, PARTITION_ID, OFFSET_ID = 7, 8, 9
+ERROR_ID = 10
 HOUR_FIELD_ID = 1000
 
 HEADER_TYPE = pa.list_(
@@ -42,6 +45,11 @@ ARROW_SCHEMA = pa.schema(
         pa.field("offset", pa.int64(), nullable=False),
     ]
 )
+
+#: The typed modes' rows before a value is typed (``key_value``'s without ``value``).
+TYPED_ARROW_SCHEMA = ARROW_SCHEMA.remove(ARROW_SCHEMA.get_field_index("value"))
+#: The dead-letter table's rows: ``key_value``'s and why the record did not convert.
+DEAD_LETTER_ARROW_SCHEMA = ARROW_SCHEMA.append(pa.field("error", pa.string()))
 
 
 def iceberg_schema() -> Any:
@@ -74,6 +82,25 @@ def iceberg_schema() -> Any:
         NestedField(TIMESTAMP_ID, "timestamp", TimestamptzType(), required=False),
         NestedField(PARTITION_ID, "partition", IntegerType(), required=True),
         NestedField(OFFSET_ID, "offset", LongType(), required=True),
+    )
+
+
+def typed_iceberg_schema() -> Any:
+    """The typed modes' schema before any value is typed: ``key_value``'s without ``value``
+    (the struct ``value`` column is added by the first commit that has one)."""
+    from pyiceberg.schema import Schema
+
+    fields = [f for f in iceberg_schema().fields if f.field_id != VALUE_ID]
+    return Schema(*fields)
+
+
+def dead_letter_iceberg_schema() -> Any:
+    """The dead-letter table's: ``key_value``'s and ``error`` (why the record did not convert)."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import NestedField, StringType
+
+    return Schema(
+        *iceberg_schema().fields, NestedField(ERROR_ID, "error", StringType(), required=False)
     )
 
 

@@ -26,9 +26,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gregor.client.schema_registry import RegistryClient
 from gregor.tables.failures import RepeatedFailure
 from gregor.tables.settings import (
+    DEAD_LETTER_SUFFIX,
     MODE,
+    TYPED_MODES,
     CatalogSettings,
     TablesUnavailableError,
     TopicTableConfig,
@@ -38,6 +41,7 @@ from gregor.tables.source import PartitionSource
 
 if TYPE_CHECKING:
     from gregor.tables.catalog import TableCatalog, TopicTable
+    from gregor.tables.dead_letters import TypedTranslation
     from gregor.tables.maintenance import TableMaintenance
     from gregor.tables.translator import PartitionTranslator
 
@@ -66,8 +70,15 @@ class _Running:
 
 
 class TableTranslation:
-    def __init__(self, settings: CatalogSettings) -> None:
+    def __init__(
+        self,
+        settings: CatalogSettings,
+        registry: Callable[[], RegistryClient | None] = lambda: None,
+    ) -> None:
+        """``registry``: the broker's schema registry (its login and TLS), which the typed
+        modes ask for the values' schemas (None: none, or not listening yet)."""
         self.settings = settings
+        self.registry = registry
         self._catalog: TableCatalog | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gregor-tables")
         self._tables: dict[str, TopicTable] = {}
@@ -133,7 +144,11 @@ class TableTranslation:
                     self._translate(running), name=f"table-{key[0]}-{key[1]}"
                 )
                 self._running[key] = running
-        dropped = {t for t in self._tables if not any(k[0] == t for k in self._running)}
+        dropped = {
+            t
+            for t in self._tables
+            if not any(t in (k[0], k[0] + DEAD_LETTER_SUFFIX) for k in self._running)
+        }
         for topic in dropped:
             del self._tables[topic]
 
@@ -152,10 +167,11 @@ class TableTranslation:
                 table = self._tables.get(topic)
                 if table is None:
                     opened = await self.run_catalog(
-                        lambda: self.catalog.open_table(topic, w.config.upsert)
+                        lambda: self.catalog.open_table(topic, w.config.mode, w.config.upsert)
                     )
                     assert isinstance(opened, TopicTable)
                     table = self._tables.setdefault(topic, opened)
+                typed = await self._typed(w, table)
                 break
             except Exception as e:  # noqa: BLE001 - the catalog may come back; say why meanwhile
                 failures.failed(e)
@@ -167,6 +183,7 @@ class TableTranslation:
             self.run_catalog,
             target_lag_ms=w.config.target_lag_ms,
             upsert=w.config.upsert,
+            typed=typed,
         )
         if w.source.index != MAINTAINER_PARTITION:
             await running.translator.run()
@@ -175,6 +192,33 @@ class TableTranslation:
 
         running.maintenance = TableMaintenance(table, self.run_catalog, w.config)
         await asyncio.gather(running.translator.run(), running.maintenance.run())
+
+    async def _typed(self, w: Wanted, table: TopicTable) -> TypedTranslation | None:
+        """A typed mode's side of the partition's translator (its dead-letter table opened),
+        or None for ``key_value``."""
+        if w.config.mode not in TYPED_MODES:
+            return None
+        registry = self.registry()
+        if registry is None:  # the translator's opening tries again
+            raise TablesUnavailableError(
+                f"topic {w.source.topic} has {MODE}={w.config.mode}, but the broker's schema "
+                "registry is not set, or the one beside the broker does not listen yet"
+            )
+        from gregor.columns.framing import use_client
+        from gregor.tables.catalog import TopicTable
+        from gregor.tables.dead_letters import TypedTranslation
+        from gregor.tables.typed import TypedConverter
+
+        use_client(registry)
+        topic = w.source.topic
+        key = topic + DEAD_LETTER_SUFFIX
+        dead = self._tables.get(key)
+        if dead is None:
+            opened = await self.run_catalog(lambda: self.catalog.open_dead_letters(topic))
+            assert isinstance(opened, TopicTable)
+            dead = self._tables.setdefault(key, opened)
+        converter = TypedConverter(topic, w.config.mode, registry)
+        return TypedTranslation(converter, table, dead, w.source.index, self.run_catalog)
 
     async def stop(self) -> None:
         """Cancel every translator and wait for the catalog thread's last job."""

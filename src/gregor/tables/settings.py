@@ -3,9 +3,12 @@
 Per topic (Kafka-style topic configs, validated by ``gregor.broker.config.topic_configs``):
 
 * ``iceberg.mode``: ``disabled`` (the default), ``key_value`` (key, value, headers, timestamp,
-  partition and offset columns). ``value_schema_id_prefix`` and ``value_schema_latest`` (the
-  value's columns typed from the schema registry) are names this broker knows but does not
-  implement yet: they answer INVALID_CONFIG saying so.
+  partition and offset columns), ``value_schema_id_prefix`` and ``value_schema_latest`` (the
+  value decoded into a typed ``value`` struct with the schema registry's schemas, records that
+  do not convert in the dead-letter table ``<topic>~dlq``: ``gregor.tables.typed``). The typed
+  modes need the broker's schema registry (``confluent.schema.registry.url``, or the one it
+  serves at ``schema.registry.listener``): without one they answer INVALID_CONFIG
+  (:func:`registry_error`), and a broker that finds such a topic at start stops.
 * ``iceberg.target.lag.ms``: how long a record may wait in the translator's buffer before a
   commit makes it visible in the table (default 60,000);
 * ``iceberg.retention.ms``: rows whose record timestamp is older than this are deleted from the
@@ -82,10 +85,16 @@ DEFAULT_S3_REGION = "us-east-1"
 
 DISABLED = "disabled"
 KEY_VALUE = "key_value"
+VALUE_SCHEMA_ID_PREFIX = "value_schema_id_prefix"
+VALUE_SCHEMA_LATEST = "value_schema_latest"
+#: The modes whose value columns are typed from the schema registry.
+TYPED_MODES = (VALUE_SCHEMA_ID_PREFIX, VALUE_SCHEMA_LATEST)
 #: Every mode name the topic config accepts as a name.
-MODES = (DISABLED, KEY_VALUE, "value_schema_id_prefix", "value_schema_latest")
+MODES = (DISABLED, KEY_VALUE, *TYPED_MODES)
 #: The modes this broker translates.
-IMPLEMENTED_MODES = (DISABLED, KEY_VALUE)
+IMPLEMENTED_MODES = MODES
+#: The dead-letter table of a topic in a typed mode is the topic's name and this.
+DEAD_LETTER_SUFFIX = "~dlq"
 DEFAULT_TARGET_LAG_MS = 60_000
 DEFAULT_RETENTION_MS = -1
 DEFAULT_COMPACTION_MIN_INPUT_FILES = 5
@@ -144,6 +153,17 @@ def upsert_error(
             f"{kind}, fixed when it was made"
         )
     return None
+
+
+def registry_error(mode: str, has_registry: bool) -> str | None:
+    """Why ``iceberg.mode=mode`` cannot be honoured by a broker with (or without) a registry."""
+    if mode.strip() not in TYPED_MODES or has_registry:
+        return None
+    return (
+        f"Invalid value {mode.strip()} for configuration {MODE}: this broker has no schema "
+        "registry to read the value's schemas from (set confluent.schema.registry.url, or "
+        "schema.registry.listener to serve one)"
+    )
 
 
 def compaction_min_input_files_error(value: str) -> str | None:

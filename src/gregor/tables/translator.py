@@ -28,6 +28,13 @@ replaces the rows of the keys ``[first, position)`` touches with each key's late
 
 Nothing is kept across a crash but the table: a new translator resumes at the table's
 offset, so the table is always a prefix of the partition's committed records, each once.
+
+In a typed mode (``value_schema_id_prefix``, ``value_schema_latest``) each converted read is
+split (``gregor.tables.dead_letters.TypedTranslation``, in the same worker thread) into typed
+rows, buffered here, and dead letters, buffered there; a commit writes the dead-letter table
+``<topic>~dlq`` first and the topic's table second, and a resume skips the records the
+dead-letter table already holds above the topic table's offset (a crash between the two), so
+the two tables together hold each committed record exactly once.
 """
 
 from __future__ import annotations
@@ -35,14 +42,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 import pyarrow as pa
 
 from gregor.tables.catalog import OffsetsMoved, TopicTable
+from gregor.tables.dead_letters import TypedTranslation
 from gregor.tables.failures import RepeatedFailure
 from gregor.tables.faults import crash_point
-from gregor.tables.schema import ARROW_SCHEMA, RowConverter
+from gregor.tables.schema import ARROW_SCHEMA, TYPED_ARROW_SCHEMA, RowConverter
 from gregor.tables.source import CommittedRead, PartitionSource
 from gregor.tables.upsert import MAX_COMMIT_ROWS
 
@@ -72,8 +80,10 @@ class PartitionTranslator:
         target_lag_ms: int,
         max_buffer_bytes: int = MAX_BUFFER_BYTES,
         upsert: bool = False,
+        typed: TypedTranslation | None = None,
     ) -> None:
         self.source = source
+        self.typed = typed
         self.table = table
         self.run_catalog = run_catalog
         self.target_lag_ms = target_lag_ms
@@ -110,6 +120,8 @@ class PartitionTranslator:
         offsets = await self.run_catalog(self.table.offsets)
         assert isinstance(offsets, dict)
         self._start_at(offsets.get(self.source.index))
+        if self.typed is not None:
+            await self.typed.resume(self.committed)
 
     def _start_at(self, committed: int | None) -> None:
         self.committed = committed
@@ -138,7 +150,7 @@ class PartitionTranslator:
                 read = source.read_committed(self.position, READ_BYTES)
             if read is not None and read.records:
                 rows, nxt = await asyncio.to_thread(
-                    self._converter.rows, read.records, read.aborted, self.position
+                    self._convert, read.records, read.aborted, self.position
                 )
                 crash_point("read")
                 if nxt > self.position:
@@ -155,6 +167,14 @@ class PartitionTranslator:
             if read is not None and read.records and self.position < source.last_stable_offset:
                 continue  # more to read now
             await self._wait()
+
+    def _convert(
+        self, records: bytes | memoryview, aborted: Sequence[tuple[int, int]], start: int
+    ) -> tuple[pa.Table, int]:
+        rows, nxt = self._converter.rows(records, aborted, start)
+        if self.typed is not None:
+            rows = self.typed.split(rows)
+        return rows, nxt
 
     def _due(self) -> bool:
         if self._oldest is None:
@@ -187,7 +207,10 @@ class PartitionTranslator:
 
     async def _commit(self) -> None:
         crash_point("commit.begin")
-        rows = pa.concat_tables(self._rows) if self._rows else ARROW_SCHEMA.empty_table()
+        if self.typed is not None:
+            rows = self.typed.typed_rows(self._rows, TYPED_ARROW_SCHEMA)
+        else:
+            rows = pa.concat_tables(self._rows) if self._rows else ARROW_SCHEMA.empty_table()
         partition, expected, first, nxt = (
             self.source.index,
             self.committed,
@@ -195,10 +218,14 @@ class PartitionTranslator:
             self.position,
         )
         try:
+            if self.typed is not None:
+                await self.typed.commit(first, nxt)
             await self.run_catalog(
                 lambda: self.table.commit(partition, expected, first, nxt, rows, self.upsert)
             )
         except OffsetsMoved as e:
+            if self.typed is not None:
+                raise  # resume from both tables (the run loop)
             log.warning("%s-%d: %s; resuming from the table", self.source.topic, partition, e)
             self._start_at(e.found)
             return

@@ -49,7 +49,12 @@ from gregor.storage.config import LogConfig
 from gregor.storage.errors import InvalidConfigError as StorageInvalidConfigError
 from gregor.tables.settings import MODE as TABLE_MODE
 from gregor.tables.settings import UPSERT as TABLE_UPSERT
-from gregor.tables.settings import TopicTableConfig, shared_catalog_error, upsert_error
+from gregor.tables.settings import (
+    TopicTableConfig,
+    registry_error,
+    shared_catalog_error,
+    upsert_error,
+)
 
 log = logging.getLogger("gregor.broker.admin")
 
@@ -124,6 +129,9 @@ class TopicAdmin:
                     f"{' and '.join(missing)}, the schema-registry extra "
                     "(pip install 'gregor[schema-registry]')"
                 )
+        why = registry_error(configs.get(TABLE_MODE, ""), bool(self.config.schema_registry_urls))
+        if why is not None:
+            raise InvalidConfigError(why)
         if self.clustered and TopicTableConfig.of(configs).enabled:
             why = shared_catalog_error(self.config.raw)
             if why is not None:

@@ -222,8 +222,8 @@ TOPIC_CONFIGS: tuple[TopicConfigDef, ...] = (
         tables_settings.MODE,
         _T.STRING,
         tables_settings.DISABLED,
-        "Whether the topic is also an Iceberg table: 'disabled', or 'key_value' (key, value, "
-        "headers, timestamp, partition and offset columns).",
+        "Whether the topic is also an Iceberg table: 'disabled', 'key_value', "
+        "'value_schema_id_prefix' or 'value_schema_latest' (typed, with <topic>~dlq).",
         choices=tables_settings.MODES,
         check=tables_settings.mode_error,
     ),

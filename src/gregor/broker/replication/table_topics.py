@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 
+from gregor.broker.config.broker_config import BrokerConfig
 from gregor.broker.replication.partition import READ_COMMITTED, Partition
 from gregor.broker.replication.replica_manager import ReplicaManager
+from gregor.client.schema_registry import RegistryClient
 from gregor.cluster.image import MetadataImage
 from gregor.tables.service import Wanted
 from gregor.tables.settings import TopicTableConfig
@@ -78,3 +80,26 @@ def wanted_translations(
                 PartitionLogSource(hosted), config, p.leader_epoch
             )
     return wanted
+
+
+class TableRegistry:
+    """The registry the typed tables ask, as schema ID validation asks it: its first URL, with
+    the broker's login and TLS (``confluent.basic.auth.*``, ``confluent.ssl.*``). Called when a
+    translator starts: None when the broker has none, or when the one it serves beside itself
+    is not listening yet (its configured port 0 not yet bound: the translator tries again)."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self._client: RegistryClient | None = None
+
+    def __call__(self) -> RegistryClient | None:
+        urls, security = self.config.schema_registry_urls, self.config.schema_registry_client
+        if not urls or urls[0].rstrip("/").endswith(":0"):
+            return None
+        client = self._client
+        if client is None or client.url != urls[0].rstrip("/"):
+            user, password = security.login if security.login is not None else (None, None)
+            client = self._client = RegistryClient(
+                urls[0], user, password, timeout_s=10.0, ssl_context=security.ssl_context
+            )
+        return client

@@ -1,6 +1,6 @@
 """Confluent-framed Avro keys and values decoded into typed Arrow columns, batch at a time.
 
-The frames are checked and grouped by writer id in :mod:`gregor.spark.framing`; each group
+The frames are checked and grouped by writer id in :mod:`gregor.columns.framing`; each group
 becomes one Avro object container in
 memory, one block per datum (so each datum keeps its own bounds, as Confluent's deserializer
 reads one datum per value and ignores what follows it), which polars' Avro reader (compiled)
@@ -9,8 +9,8 @@ reads no union of several types: a writer's schema with one is decoded by fastav
 reader instead, each branch as a record of one field ``member<i>`` (a record of one field is
 encoded as the field), into Python values made an Arrow column at once (some fifteen times the
 cost per row of the polars path). The result is resolved from the writer's schema to the
-reader's (the subject's version the query planned with: :mod:`gregor.spark.avro_schema`).
-Malformed records are as :mod:`gregor.spark.framing` says; decoding failures are found by
+reader's (the subject's version the query planned with: :mod:`gregor.columns.avro_schema`).
+Malformed records are as :mod:`gregor.columns.framing` says; decoding failures are found by
 halving the group.
 """
 
@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gregor.spark.avro_schema import (
+from gregor.columns.avro_schema import (
     AvroField,
     AvroNode,
     AvroUnsupported,
@@ -39,9 +39,10 @@ from gregor.spark.avro_schema import (
     parse,
     resolve,
 )
-from gregor.spark.framing import (
+from gregor.columns.framing import (
     FAILFAST,
     PERMISSIVE,
+    GroupDecoder,
     MalformedRecord,
     TypedColumn,
     Undecodable,
@@ -448,10 +449,8 @@ def _decode_group(
     return out, np.array([], dtype=np.int64)
 
 
-def decode_column(
-    values: pa.Array, spec: AvroColumn, topic: str, partition: int, offsets: pa.Array
-) -> pa.Array:
-    """``values`` (binary, framed Avro) as the reader schema's Arrow column."""
+def column_decoder(spec: AvroColumn) -> tuple[pa.DataType, GroupDecoder]:
+    """The reader schema's Arrow type and the decoder of one writer id's framed values."""
     dec = _decoder(spec)
 
     def group(
@@ -462,13 +461,21 @@ def decode_column(
             return None
         return _decode_group(taken, writer[0], writer[1], dec)
 
-    return decode_framed(values, spec, dec.target, group, topic, partition, offsets)
+    return dec.target, group
+
+
+def decode_column(
+    values: pa.Array, spec: AvroColumn, topic: str, partition: int, offsets: pa.Array
+) -> pa.Array:
+    """``values`` (binary, framed Avro) as the reader schema's Arrow column."""
+    target, group = column_decoder(spec)
+    return decode_framed(values, spec, target, group, topic, partition, offsets)
 
 
 def decode_batch(batch: pa.RecordBatch, columns: tuple[AvroColumn, ...]) -> pa.RecordBatch:
     """Spark's Kafka batch with its ``key`` and/or ``value`` decoded as ``columns`` say (each
-    in its format: JSON Schema by :mod:`gregor.spark.json_columns`, Protobuf by
-    :mod:`gregor.spark.protobuf_columns`)."""
+    in its format: JSON Schema by :mod:`gregor.columns.json_columns`, Protobuf by
+    :mod:`gregor.columns.protobuf_columns`)."""
     if not columns:
         return batch
     arrays = list(batch.columns)
@@ -481,11 +488,11 @@ def decode_batch(batch: pa.RecordBatch, columns: tuple[AvroColumn, ...]) -> pa.R
     for spec in columns:
         i = batch.schema.get_field_index(spec.column)
         if spec.format == "json":
-            from gregor.spark.json_columns import decode_column as decode_json
+            from gregor.columns.json_columns import decode_column as decode_json
 
             arrays[i] = decode_json(batch.column(i), spec, t, p, offsets)
         elif spec.format == "protobuf":
-            from gregor.spark.protobuf_columns import decode_column as decode_protobuf
+            from gregor.columns.protobuf_columns import decode_column as decode_protobuf
 
             arrays[i] = decode_protobuf(batch.column(i), spec, t, p, offsets)
         else:
@@ -500,6 +507,7 @@ __all__ = [
     "AvroColumn",
     "MalformedRecord",
     "TypedColumn",
+    "column_decoder",
     "decode_batch",
     "decode_column",
     "registry_client",

@@ -63,6 +63,13 @@ def registry_client(url: str) -> RegistryClient:
         return client
 
 
+def use_client(client: RegistryClient) -> None:
+    """Make ``client`` (its login and TLS) the one the decoders ask ``client.url`` with: a
+    broker's typed tables ask its registry as the broker's settings say."""
+    with _CLIENTS_LOCK:
+        _CLIENTS[client.url] = client
+
+
 def binary(values: pa.Array) -> pa.BinaryArray:
     """``values`` as a binary array at offset 0 (its buffers then read as they lie)."""
     if values.offset != 0 or not isinstance(values, pa.BinaryArray):
@@ -78,6 +85,22 @@ def buffers(values: pa.BinaryArray) -> tuple[np.ndarray, np.ndarray]:
     buf = values.buffers()[2]
     data = np.frombuffer(buf, dtype=np.uint8) if buf is not None else np.zeros(0, np.uint8)
     return offs, data
+
+
+def frames(values: pa.BinaryArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Of ``values`` (offset 0): which are not null, which are frames (not null, at least 5
+    bytes, magic byte 0), and each frame's schema id (0 for the others)."""
+    offs, data = buffers(values)
+    lengths = np.diff(offs)
+    valid = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    framed = valid & (lengths >= 5)
+    starts = np.where(framed, offs[:-1], 0)
+    if len(data):
+        framed &= data[np.minimum(starts, len(data) - 1)] == 0
+    ids = np.zeros(len(values), dtype=np.int64)
+    for j in range(1, 5):
+        ids = (ids << 8) | np.where(framed, data[np.minimum(starts + j, max(len(data) - 1, 0))], 0)
+    return valid, framed, ids
 
 
 #: Decodes the rows ``group`` (positions in the batch) of one writer id, given as ``taken``:
@@ -104,16 +127,7 @@ def decode_framed(
     if n == 0:
         return pa.array([], type=target)
     values = binary(values)
-    offs, data = buffers(values)
-    lengths = np.diff(offs)
-    valid = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-    framed = valid & (lengths >= 5)
-    starts = np.where(framed, offs[:-1], 0)
-    if len(data):
-        framed &= data[np.minimum(starts, len(data) - 1)] == 0
-    ids = np.zeros(n, dtype=np.int64)
-    for j in range(1, 5):
-        ids = (ids << 8) | np.where(framed, data[np.minimum(starts + j, max(len(data) - 1, 0))], 0)
+    valid, framed, ids = frames(values)
     bad: list[np.ndarray] = [np.nonzero(valid & ~framed)[0]]
     pieces: list[pa.Array] = []
     order: list[np.ndarray] = []
@@ -192,6 +206,8 @@ __all__ = [
     "binary",
     "buffers",
     "decode_framed",
+    "frames",
     "halve",
     "registry_client",
+    "use_client",
 ]

@@ -1,9 +1,9 @@
 """Confluent-framed Protobuf keys and values (a magic byte 0, the schema id, the message
 indexes as zigzag varints, the message) decoded into typed Arrow columns, batch at a time.
 
-The frames are checked and grouped by writer id in :mod:`gregor.spark.framing`; a writer id must
+The frames are checked and grouped by writer id in :mod:`gregor.columns.framing`; a writer id must
 name a Protobuf schema. Every value is read as the reader's message (the subject's version the
-query planned with, :mod:`gregor.spark.protobuf_schema`): Protobuf's wire format needs no
+query planned with, :mod:`gregor.columns.protobuf_schema`): Protobuf's wire format needs no
 writer's schema, and fields the reader lacks are skipped. The message indexes must be ``[0]``
 (the file's first message: one byte 0, or a count of one and index 0).
 
@@ -26,7 +26,8 @@ import numpy as np
 import pyarrow as pa
 
 from gregor.client.schema_registry import RegistryHTTPError
-from gregor.spark.framing import (
+from gregor.columns.framing import (
+    GroupDecoder,
     TypedColumn,
     Undecodable,
     buffers,
@@ -34,7 +35,7 @@ from gregor.spark.framing import (
     halve,
     registry_client,
 )
-from gregor.spark.protobuf_schema import (
+from gregor.columns.protobuf_schema import (
     TIMESTAMP,
     TYPE_GROUP,
     TYPE_MESSAGE,
@@ -218,10 +219,8 @@ def _values(values: list[Any], field: Any, present: np.ndarray | None) -> pa.Arr
     return pa.array([v if p else None for v, p in zip(values, present, strict=True)], type=target)  # type: ignore[arg-type]
 
 
-def decode_column(
-    values: pa.Array, spec: TypedColumn, topic: str, partition: int, offsets: pa.Array
-) -> pa.Array:
-    """``values`` (binary, framed Protobuf) as the reader message's Arrow column."""
+def column_decoder(spec: TypedColumn) -> tuple[pa.DataType, GroupDecoder]:
+    """The reader message's Arrow type and the decoder of one writer id's framed values."""
     dec = _decoder(spec)
 
     def group(
@@ -244,7 +243,15 @@ def decode_column(
         # takes the rows it was not told failed, in order
         return decoded, np.sort(np.concatenate((bad, good[failed])))
 
-    return decode_framed(values, spec, dec.target, group, topic, partition, offsets)
+    return dec.target, group
 
 
-__all__ = ["decode_column"]
+def decode_column(
+    values: pa.Array, spec: TypedColumn, topic: str, partition: int, offsets: pa.Array
+) -> pa.Array:
+    """``values`` (binary, framed Protobuf) as the reader message's Arrow column."""
+    target, group = column_decoder(spec)
+    return decode_framed(values, spec, target, group, topic, partition, offsets)
+
+
+__all__ = ["column_decoder", "decode_column"]

@@ -1,7 +1,7 @@
 """Confluent-framed JSON Schema keys and values (a magic byte 0, the schema id, UTF-8 JSON)
 decoded into typed Arrow columns, batch at a time, by pyarrow's JSON reader.
 
-The frames are checked and grouped by writer id in :mod:`gregor.spark.framing`; a writer id must
+The frames are checked and grouped by writer id in :mod:`gregor.columns.framing`; a writer id must
 name a JSON schema. Every value is read with the reader's schema (the subject's version the
 query planned with: JSON needs no writer's schema to read, and what the reader's schema lacks
 is left out, what the value lacks is null). A group's payloads become one newline-delimited
@@ -9,7 +9,7 @@ buffer without a per-row copy: the batch's data buffer copied once, each 5-byte 
 overwritten by a newline and four spaces (whitespace before a JSON value), and every newline
 or carriage return inside a payload made a space (in valid JSON they can only be whitespace:
 inside strings they must be escaped). pyarrow reads the buffer with an explicit schema
-(:func:`gregor.spark.json_schema.read_type`), one row per line; a payload must start with
+(:func:`gregor.columns.json_schema.read_type`), one row per line; a payload must start with
 ``{`` (as every serializer writes an object), and a group that does not give exactly one row a
 payload is halved to find the malformed ones. A map (``additionalProperties``) is read as an
 object whose keys pyarrow infers as fields and made a map here; its null values read as absent.
@@ -25,7 +25,8 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from gregor.client.schema_registry import RegistryHTTPError
-from gregor.spark.framing import (
+from gregor.columns.framing import (
+    GroupDecoder,
     TypedColumn,
     Undecodable,
     buffers,
@@ -33,7 +34,7 @@ from gregor.spark.framing import (
     halve,
     registry_client,
 )
-from gregor.spark.json_schema import JsonNode, arrow_type, has_map, parse, read_type
+from gregor.columns.json_schema import JsonNode, arrow_type, has_map, parse, read_type
 
 
 class _Decoder:
@@ -161,10 +162,8 @@ def conform(array: pa.Array, node: JsonNode) -> pa.Array:
     return array if array.type == target else array.cast(target)
 
 
-def decode_column(
-    values: pa.Array, spec: TypedColumn, topic: str, partition: int, offsets: pa.Array
-) -> pa.Array:
-    """``values`` (binary, framed JSON) as the reader schema's Arrow column."""
+def column_decoder(spec: TypedColumn) -> tuple[pa.DataType, GroupDecoder]:
+    """The reader schema's Arrow type and the decoder of one writer id's framed values."""
     dec = _decoder(spec)
 
     def group(
@@ -174,7 +173,15 @@ def decode_column(
             return None
         return halve(taken, lambda v: _read(v, dec))
 
-    return decode_framed(values, spec, dec.target, group, topic, partition, offsets)
+    return dec.target, group
 
 
-__all__ = ["conform", "decode_column"]
+def decode_column(
+    values: pa.Array, spec: TypedColumn, topic: str, partition: int, offsets: pa.Array
+) -> pa.Array:
+    """``values`` (binary, framed JSON) as the reader schema's Arrow column."""
+    target, group = column_decoder(spec)
+    return decode_framed(values, spec, target, group, topic, partition, offsets)
+
+
+__all__ = ["column_decoder", "conform", "decode_column"]
