@@ -350,7 +350,7 @@ def test_the_sink_writes_json_and_protobuf(spark: Any, served: tuple[str, str]) 
     from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
     from google.protobuf import message_factory
 
-    from gregor.spark.protobuf_schema import reader_message
+    from gregor.columns.protobuf_schema import reader_message
 
     bootstrap, url = served
     client = SchemaRegistryClient({"url": url})

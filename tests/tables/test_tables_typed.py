@@ -253,7 +253,8 @@ def test_a_crash_between_the_two_commits_keeps_both_tables_exact(
     monkeypatch.setenv(ENV, "dead-letters.done:1")
     try:
         broker.start()
-        assert broker.schema_registry_url is not None and broker.proc is not None
+        registry = broker.wait_schema_registry()
+        assert broker.proc is not None
         create_table_topic(
             broker.bootstrap_servers,
             topic,
@@ -262,7 +263,7 @@ def test_a_crash_between_the_two_commits_keeps_both_tables_exact(
             **{"iceberg.mode": "value_schema_id_prefix"},
         )
         ctx = SerializationContext(topic, MessageField.VALUE)
-        v1 = serializer(broker.schema_registry_url, V1)
+        v1 = serializer(registry, V1)
         values: list[bytes | None] = []
         for i in range(40):
             values.append(b"not framed %d" % i if i % 5 == 2 else v1(order(i), ctx))
