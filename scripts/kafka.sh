@@ -5,6 +5,9 @@
 #                                        harness (tools/jvm); prints the class path file
 #   bash scripts/kafka.sh fetch-spark    fetch Spark's Kafka connector (tools/jvm/spark-kafka);
 #                                        prints its jars, comma-separated (spark.jars)
+#   bash scripts/kafka.sh fetch-iceberg-rest
+#                                        fetch Apache Iceberg's REST catalog test server
+#                                        (tools/jvm/iceberg-rest); prints its class path
 #   bash scripts/kafka.sh broker         a single KRaft broker (combined mode) on a free port
 #   bash scripts/kafka.sh cluster [N]    an N-node KRaft cluster (default 3)
 #   bash scripts/kafka.sh tool NAME ...  one of Kafka's tools by its script name, e.g.
@@ -96,12 +99,43 @@ fetch_spark() {
   ls -1 "$dir"/*.jar | paste -sd,
 }
 
+# Apache Iceberg's REST catalog test server (org.apache.iceberg.rest.RESTCatalogServer) for
+# tests/tables/test_tables_rest_catalog.py (gregor.testing.iceberg_rest); prints its class path,
+# colon-separated.
+fetch_iceberg_rest() {
+  command -v mvn >/dev/null 2>&1 || { echo "[kafka] mvn not found: apt-get install maven" >&2; exit 1; }
+  local hash dir
+  hash=$(sha256sum tools/jvm/iceberg-rest/pom.xml | cut -c1-16)
+  dir=$cache/iceberg-rest-$hash
+  mkdir -p "$cache"
+  (
+    flock 9
+    if [ ! -f "$dir/.complete" ]; then
+      local build
+      build=$(mktemp -d "$cache/build.XXXXXX")
+      echo "[kafka] fetching Iceberg's REST catalog server (tools/jvm/iceberg-rest/pom.xml) into $dir" >&2
+      if ! mvn -B -q -f tools/jvm/iceberg-rest/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+          -DoutputDirectory="$build/jars" >"$build/mvn.log" 2>&1; then
+        cat "$build/mvn.log" >&2
+        rm -rf "$build"
+        exit 1
+      fi
+      rm -rf "$dir"
+      mv "$build/jars" "$dir"
+      rm -rf "$build"
+      touch "$dir/.complete"
+    fi
+  ) 9>"$cache/.lock"
+  ls -1 "$dir"/*.jar | paste -sd:
+}
+
 case "${1:-}" in
   fetch) fetch ;;
   fetch-spark) fetch_spark ;;
+  fetch-iceberg-rest) fetch_iceberg_rest ;;
   broker | cluster | tool)
     cp_file=$(fetch)
     export GREGOR_JVM_CLASSPATH_FILE=$cp_file
     exec .venv/bin/python -m gregor.testing.kafka "$@" ;;
-  *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -29,7 +29,8 @@ bash scripts/system-deps.sh
 bash scripts/setup.sh
 GREGOR_JVM_CLASSPATH_FILE=$(bash scripts/kafka.sh fetch)
 GREGOR_SPARK_KAFKA_JARS=$(bash scripts/kafka.sh fetch-spark)
-export GREGOR_JVM_CLASSPATH_FILE GREGOR_SPARK_KAFKA_JARS
+GREGOR_ICEBERG_REST_CLASSPATH=$(bash scripts/kafka.sh fetch-iceberg-rest)
+export GREGOR_JVM_CLASSPATH_FILE GREGOR_SPARK_KAFKA_JARS GREGOR_ICEBERG_REST_CLASSPATH
 # Each xdist worker collects the whole suite, and on a fresh checkout each would rewrite every
 # module itself: three workers on two cores took ~100 s to collect, ~40 s with the cache filled.
 # Two collecting processes, one per core with half of the test files each, fill it first (~25 s;

@@ -13,7 +13,8 @@ if it swallowed the error, with a message that says to mark it ``process`` or mo
 into the test's process (``InProcessBroker``, ``InProcessCluster``). ``PROCESS_GUARD_ALLOWED``
 lists the modules whose process starts go through, each with its reason.
 
-JVM peers: tests marked ``jvm`` use Apache Kafka or the Java harness (``gregor.testing.kafka``);
+JVM peers: tests marked ``jvm`` use Apache Kafka or the Java harness (``gregor.testing.kafka``),
+or Apache Iceberg's REST catalog server (``gregor.testing.iceberg_rest``, once for its module);
 the session fixtures ``java_harness`` and ``kafka_broker`` start each once per test session, and
 the ``jvm`` modules form one group of ``tests/suite_order.py`` (``--dist loadgroup``, the whole run
 of ``scripts/test.sh``), so they run on one worker, one JVM each.

@@ -54,7 +54,8 @@ def long_first(item: pytest.Item) -> int:
 
 
 #: Modules whose tests run on one worker together. ``jvm``: the tests of Apache Kafka's broker and
-#: Java harness (one of each for the run: the session fixtures in gregor.testing.kafka). The
+#: Java harness (one of each for the run: the session fixtures in gregor.testing.kafka), and of
+#: Apache Iceberg's REST catalog server (gregor.testing.iceberg_rest, once for its module). The
 #: Spark modules in three groups of about the same time (a run's per-test timeline: ~380-410 s
 #: each at three workers), so at most three Spark sessions run at once and each module's brokers
 #: start once.
@@ -65,6 +66,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "interop/test_kafka_connect.py",
         "interop/test_kafka_streams.py",
         "interop/test_kafka_tools.py",
+        "tables/test_tables_rest_catalog.py",
         "test_testing_kafka.py",
     ),
     "spark-a": (

@@ -91,7 +91,8 @@ class TableTranslation:
         store's answer (``gregor.tables.catalog.warehouse_error``; probed once). A warehouse
         that fails later stops the translators instead: each logs the error and tries again,
         and nothing is committed meanwhile."""
-        if self._warehouse_checked or not is_object_store(self.settings.properties["warehouse"]):
+        warehouse = self.settings.properties.get("warehouse", "")  # a REST catalog may have none
+        if self._warehouse_checked or not is_object_store(warehouse):
             return
         from gregor.tables.catalog import warehouse_error
 
@@ -158,10 +159,9 @@ class TableTranslation:
 
         w = running.wanted
         topic = w.source.topic
-        warehouse = self.settings.properties["warehouse"]
-        failures = RepeatedFailure(
-            log, f"opening the table of topic {topic} (warehouse {warehouse})"
-        )
+        warehouse = self.settings.properties.get("warehouse")
+        where = f"warehouse {warehouse}" if warehouse else f"catalog {self.settings.uri}"
+        failures = RepeatedFailure(log, f"opening the table of topic {topic} ({where})")
         while True:
             try:
                 table = self._tables.get(topic)

@@ -37,6 +37,14 @@ on SQLite in the broker's first data directory; ``rest`` with ``iceberg.catalog.
 object store: ``s3://bucket/prefix``) and ``iceberg.namespace`` (the tables' namespace,
 ``gregor``).
 
+A REST catalog (``iceberg.catalog.type=rest``) is pyiceberg's ``RestCatalog`` at
+``iceberg.catalog.uri`` (an http:// or https:// URL, :func:`rest_uri`). The server makes each
+table's location; ``iceberg.warehouse``, when set, is given to it as its ``warehouse``
+property verbatim (a location or a warehouse name, as the server defines it) and nothing is
+assumed when it is not (:func:`rest_warehouse`). In a cluster it must still be an object store
+(:func:`shared_catalog_error`): where an unset one would put the tables is the server's to
+say, and a server answering file:// locations would have each leader write its own disk.
+
 An S3 warehouse (``s3://``, ``s3a://``, ``s3n://``) is reached with pyiceberg's FileIO
 properties, given as broker configs under the prefix ``iceberg.s3.`` (:func:`file_io_properties`:
 ``iceberg.s3.X`` is pyiceberg's ``s3.X``): ``iceberg.s3.endpoint`` (an S3-compatible store's
@@ -306,19 +314,39 @@ def catalog_settings(
     namespace = broker_props.get(NAMESPACE, DEFAULT_NAMESPACE).strip()
     if not namespace or "." in namespace:
         raise ValueError(f"{NAMESPACE}={namespace!r} must be one non-empty name without dots")
+    if kind == "rest":
+        props = {"uri": rest_uri(broker_props), **rest_warehouse(broker_props)}
+        return CatalogSettings(name, kind, props, namespace)
     home = os.path.abspath(os.path.join(data_dir, "iceberg"))
     warehouse = broker_props.get(WAREHOUSE, "").strip() or os.path.join(home, "warehouse")
     if "://" not in warehouse:
         warehouse = "file://" + os.path.abspath(warehouse)
     props = {"warehouse": warehouse, **file_io_properties(broker_props, warehouse)}
-    if kind == "sql":
-        uri = broker_props.get(CATALOG_URI, "").strip() or "sqlite:///" + os.path.join(
-            home, "catalog.db"
-        )
-        props["uri"] = uri
-    else:
-        uri = broker_props.get(CATALOG_URI, "").strip()
-        if not uri:
-            raise ValueError(f"{CATALOG_TYPE}=rest needs {CATALOG_URI}")
-        props["uri"] = uri
+    uri = broker_props.get(CATALOG_URI, "").strip() or "sqlite:///" + os.path.join(
+        home, "catalog.db"
+    )
+    props["uri"] = uri
     return CatalogSettings(name, kind, props, namespace)
+
+
+def rest_uri(broker_props: Mapping[str, str]) -> str:
+    """A REST catalog's ``iceberg.catalog.uri``: an http:// or https:// URL, or ValueError."""
+    uri = broker_props.get(CATALOG_URI, "").strip()
+    if not uri:
+        raise ValueError(f"{CATALOG_TYPE}=rest needs {CATALOG_URI} (the REST catalog's URL)")
+    if not uri.startswith(("http://", "https://")) or uri.find("://") + 3 == len(uri):
+        raise ValueError(
+            f"{CATALOG_URI}={uri!r} is not the http:// or https:// URL of a REST catalog"
+        )
+    return uri
+
+
+def rest_warehouse(broker_props: Mapping[str, str]) -> dict[str, str]:
+    """A REST catalog's ``warehouse`` property: ``iceberg.warehouse`` as given, which the
+    server reads (a location or a name, as it defines; the server makes the tables' locations);
+    unset, none: never a default directory of this broker. pyiceberg's FileIO writes the data
+    files into the table's location that the server answers, with the ``iceberg.s3.*``
+    properties on S3, which need an s3:// warehouse here as with the SQL catalog."""
+    warehouse = broker_props.get(WAREHOUSE, "").strip()
+    props = file_io_properties(broker_props, warehouse)
+    return {"warehouse": warehouse, **props} if warehouse else props

@@ -83,13 +83,14 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
         "iceberg.catalog.uri",
         "string",
         None,
-        "The catalog's URI (a REST catalog's, or a SQL catalog's database URL).",
+        "The catalog's URI (a REST catalog's http(s):// URL, or a SQL catalog's database URL).",
     ),
     ConfigKey(
         "iceberg.warehouse",
         "string",
         None,
-        "Where tables' files go; default the iceberg/warehouse directory of the data directory.",
+        "Where tables' files go; default the iceberg/warehouse directory of the data directory "
+        "(a REST catalog's warehouse property, given as is; unset, the server's own).",
     ),
     ConfigKey("iceberg.namespace", "string", "gregor", "The namespace of topics' tables."),
     ConfigKey("iceberg.s3.endpoint", "string", None, "An S3-compatible store's URL (s3.endpoint)."),
