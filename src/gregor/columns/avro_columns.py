@@ -19,7 +19,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import threading
 from dataclasses import replace
 from typing import Any
 
@@ -42,6 +41,7 @@ from gregor.columns.avro_schema import (
 from gregor.columns.framing import (
     FAILFAST,
     PERMISSIVE,
+    ColumnDecoders,
     GroupDecoder,
     MalformedRecord,
     TypedColumn,
@@ -91,16 +91,7 @@ class _Decoder:
         return entry
 
 
-_DECODERS: dict[AvroColumn, _Decoder] = {}
-_DECODERS_LOCK = threading.Lock()
-
-
-def _decoder(spec: AvroColumn) -> _Decoder:
-    with _DECODERS_LOCK:
-        d = _DECODERS.get(spec)
-        if d is None:
-            d = _DECODERS[spec] = _Decoder(spec)
-        return d
+_decoder = ColumnDecoders(_Decoder).get
 
 
 def _zigzag_varint(n: int) -> bytes:

@@ -16,11 +16,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import numpy as np
 import pyarrow as pa
 
-from gregor.client.schema_registry import RegistryClient
+from gregor.client.schema_registry import RegistryClient, RegistryHTTPError
 
 FAILFAST = "FAILFAST"
 PERMISSIVE = "PERMISSIVE"
@@ -68,6 +69,47 @@ def use_client(client: RegistryClient) -> None:
     broker's typed tables ask its registry as the broker's settings say."""
     with _CLIENTS_LOCK:
         _CLIENTS[client.url] = client
+
+
+D = TypeVar("D")
+
+
+class ColumnDecoders(Generic[D]):
+    """One decoder per column (its :class:`TypedColumn`) per process, made on first use: a
+    Spark worker or a broker's translators reuse its schemas and caches batch after batch."""
+
+    def __init__(self, make: Callable[[TypedColumn], D]) -> None:
+        self._make = make
+        self._made: dict[TypedColumn, D] = {}
+        self._lock = threading.Lock()
+
+    def get(self, spec: TypedColumn) -> D:
+        with self._lock:
+            got = self._made.get(spec)
+            if got is None:
+                got = self._made[spec] = self._make(spec)
+            return got
+
+
+class WriterFormats:
+    """Which writer schema ids are schemas of ``schema_type`` (``JSON``, ``PROTOBUF``): asked
+    of the column's registry once per id; an id the registry does not have is of none."""
+
+    def __init__(self, spec: TypedColumn, schema_type: str) -> None:
+        self.spec = spec
+        self.schema_type = schema_type
+        self.known: dict[int, bool] = {}  # schema id -> of this format
+
+    def __call__(self, schema_id: int) -> bool:
+        if schema_id not in self.known:
+            try:
+                got = registry_client(self.spec.registry_url).schema_by_id(schema_id)
+            except RegistryHTTPError as e:
+                if e.status != 404:
+                    raise
+                got = {}
+            self.known[schema_id] = got.get("schemaType") == self.schema_type
+        return self.known[schema_id]
 
 
 def binary(values: pa.Array) -> pa.BinaryArray:

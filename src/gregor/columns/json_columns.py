@@ -17,22 +17,20 @@ object whose keys pyarrow infers as fields and made a map here; its null values 
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from gregor.client.schema_registry import RegistryHTTPError
 from gregor.columns.framing import (
+    ColumnDecoders,
     GroupDecoder,
     TypedColumn,
     Undecodable,
+    WriterFormats,
     buffers,
     decode_framed,
     halve,
-    registry_client,
 )
 from gregor.columns.json_schema import JsonNode, arrow_type, has_map, parse, read_type
 
@@ -50,30 +48,11 @@ class _Decoder:
             unexpected_field_behavior="infer" if has_map(self.node) else "ignore",
             newlines_in_values=False,
         )
-        self.writers: dict[int, bool] = {}
-
-    def writer_known(self, schema_id: int) -> bool:
-        if schema_id not in self.writers:
-            try:
-                got = registry_client(self.spec.registry_url).schema_by_id(schema_id)
-            except RegistryHTTPError as e:
-                if e.status != 404:
-                    raise
-                got = {}
-            self.writers[schema_id] = got.get("schemaType") == "JSON"
-        return self.writers[schema_id]
+        self.writer_known = WriterFormats(spec, "JSON")
+        self.writers = self.writer_known.known
 
 
-_DECODERS: dict[TypedColumn, _Decoder] = {}
-_LOCK = threading.Lock()
-
-
-def _decoder(spec: TypedColumn) -> _Decoder:
-    with _LOCK:
-        d = _DECODERS.get(spec)
-        if d is None:
-            d = _DECODERS[spec] = _Decoder(spec)
-        return d
+_decoder = ColumnDecoders(_Decoder).get
 
 
 def _lines(values: pa.BinaryArray) -> bytes:

@@ -19,21 +19,20 @@ goes.
 from __future__ import annotations
 
 import itertools
-import threading
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from gregor.client.schema_registry import RegistryHTTPError
 from gregor.columns.framing import (
+    ColumnDecoders,
     GroupDecoder,
     TypedColumn,
     Undecodable,
+    WriterFormats,
     buffers,
     decode_framed,
     halve,
-    registry_client,
 )
 from gregor.columns.protobuf_schema import (
     TIMESTAMP,
@@ -78,30 +77,11 @@ class _Decoder:
         self.batch_class = message_factory.GetMessageClass(
             pool.FindMessageTypeByName(f"{wrapper.package}.GregorBatch")
         )
-        self.writers: dict[int, bool] = {}
-
-    def writer_known(self, schema_id: int) -> bool:
-        if schema_id not in self.writers:
-            try:
-                got = registry_client(self.spec.registry_url).schema_by_id(schema_id)
-            except RegistryHTTPError as e:
-                if e.status != 404:
-                    raise
-                got = {}
-            self.writers[schema_id] = got.get("schemaType") == "PROTOBUF"
-        return self.writers[schema_id]
+        self.writer_known = WriterFormats(spec, "PROTOBUF")
+        self.writers = self.writer_known.known
 
 
-_DECODERS: dict[TypedColumn, _Decoder] = {}
-_LOCK = threading.Lock()
-
-
-def _decoder(spec: TypedColumn) -> _Decoder:
-    with _LOCK:
-        d = _DECODERS.get(spec)
-        if d is None:
-            d = _DECODERS[spec] = _Decoder(spec)
-        return d
+_decoder = ColumnDecoders(_Decoder).get
 
 
 def _header_lengths(values: pa.BinaryArray) -> np.ndarray:
