@@ -69,23 +69,24 @@ fetch() {
   echo "$out/classpath"
 }
 
-# Spark's own Kafka connector for tests/spark and bench/spark.py: the connector and the jars it
-# needs that pyspark does not ship; prints them comma-separated (for spark.jars).
-fetch_spark() {
+# The runtime jars of tools/jvm/NAME/pom.xml (and its extra mvn arguments), fetched once per
+# version of the pom into the cache; prints their directory.
+fetch_jars() {
+  local name=$1 label=$2
+  shift 2
   command -v mvn >/dev/null 2>&1 || { echo "[kafka] mvn not found: apt-get install maven" >&2; exit 1; }
   local hash dir
-  hash=$(sha256sum tools/jvm/spark-kafka/pom.xml | cut -c1-16)
-  dir=$cache/spark-kafka-$hash
+  hash=$(sha256sum "tools/jvm/$name/pom.xml" | cut -c1-16)
+  dir=$cache/$name-$hash
   mkdir -p "$cache"
   (
     flock 9
     if [ ! -f "$dir/.complete" ]; then
       local build
       build=$(mktemp -d "$cache/build.XXXXXX")
-      echo "[kafka] fetching Spark's Kafka connector (tools/jvm/spark-kafka/pom.xml) into $dir" >&2
-      if ! mvn -B -q -f tools/jvm/spark-kafka/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
-          -DincludeArtifactIds=spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2 \
-          -DoutputDirectory="$build/jars" >"$build/mvn.log" 2>&1; then
+      echo "[kafka] fetching $label (tools/jvm/$name/pom.xml) into $dir" >&2
+      if ! mvn -B -q -f "tools/jvm/$name/pom.xml" dependency:copy-dependencies -DincludeScope=runtime \
+          "$@" -DoutputDirectory="$build/jars" >"$build/mvn.log" 2>&1; then
         cat "$build/mvn.log" >&2
         rm -rf "$build"
         exit 1
@@ -95,7 +96,16 @@ fetch_spark() {
       rm -rf "$build"
       touch "$dir/.complete"
     fi
-  ) 9>"$cache/.lock"
+  ) 9>"$cache/.lock" || exit 1
+  echo "$dir"
+}
+
+# Spark's own Kafka connector for tests/spark and bench/spark.py: the connector and the jars it
+# needs that pyspark does not ship; prints them comma-separated (for spark.jars).
+fetch_spark() {
+  local dir
+  dir=$(fetch_jars spark-kafka "Spark's Kafka connector" \
+    -DincludeArtifactIds=spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2) || exit 1
   ls -1 "$dir"/*.jar | paste -sd,
 }
 
@@ -103,29 +113,8 @@ fetch_spark() {
 # tests/tables/test_tables_rest_catalog.py (gregor.testing.iceberg_rest); prints its class path,
 # colon-separated.
 fetch_iceberg_rest() {
-  command -v mvn >/dev/null 2>&1 || { echo "[kafka] mvn not found: apt-get install maven" >&2; exit 1; }
-  local hash dir
-  hash=$(sha256sum tools/jvm/iceberg-rest/pom.xml | cut -c1-16)
-  dir=$cache/iceberg-rest-$hash
-  mkdir -p "$cache"
-  (
-    flock 9
-    if [ ! -f "$dir/.complete" ]; then
-      local build
-      build=$(mktemp -d "$cache/build.XXXXXX")
-      echo "[kafka] fetching Iceberg's REST catalog server (tools/jvm/iceberg-rest/pom.xml) into $dir" >&2
-      if ! mvn -B -q -f tools/jvm/iceberg-rest/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
-          -DoutputDirectory="$build/jars" >"$build/mvn.log" 2>&1; then
-        cat "$build/mvn.log" >&2
-        rm -rf "$build"
-        exit 1
-      fi
-      rm -rf "$dir"
-      mv "$build/jars" "$dir"
-      rm -rf "$build"
-      touch "$dir/.complete"
-    fi
-  ) 9>"$cache/.lock"
+  local dir
+  dir=$(fetch_jars iceberg-rest "Iceberg's REST catalog server") || exit 1
   ls -1 "$dir"/*.jar | paste -sd:
 }
 
