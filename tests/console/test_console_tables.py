@@ -33,7 +33,10 @@ def rows(html: str, table_id: str) -> list[list[str]]:
     assert m, f"no table {table_id} in {html[:2000]}"
     body = m.group(1).split("<tbody>", 1)[1]
     return [
-        [unescape(re.sub(r"<[^>]+>", "", cell)) for cell in re.findall(r"<td>(.*?)</td>", row)]
+        [
+            unescape(re.sub(r"<[^>]+>", "", cell))
+            for cell in re.findall(r"<td>(.*?)</td>", row, re.S)
+        ]
         for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)
     ]
 
@@ -99,6 +102,8 @@ def caught_up(site: Console) -> str:
 
     def done() -> bool:
         found[:] = [ok(site.visitor().get("/tables"))]
+        # a catalog busy with the broker's commit may answer an error for a moment (the page
+        # shows it in the row); the wait goes on until the lag reads 0
         return any(r[0] == "clicks" and r[4] == "0" for r in rows(found[0], "tables"))
 
     until(done)

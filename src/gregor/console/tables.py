@@ -27,6 +27,9 @@ from gregor.console.pages import respond, session_admin
 
 ACTIVE = "/tables"
 CATALOG_CALLS = 4
+#: Reads of one table's status before its row shows the catalog's error (SQLite's catalog may
+#: answer "database is locked" while a broker commits).
+CATALOG_ATTEMPTS = 3
 
 
 class TablesPage(Exception):
@@ -102,11 +105,14 @@ async def _statuses(
 
     async def one(name: str) -> dict[str, Any] | str:
         at = {p: ends[TopicPartition(name, p)][0] or 0 for p in partitions[name]}
+        why = ""
         async with gate:
-            try:
-                return await asyncio.to_thread(table_status, settings, name, configs[name], at)
-            except Exception as e:  # noqa: BLE001 - the catalog's failure is shown, per table
-                return f"{type(e).__name__}: {e}"
+            for _ in range(CATALOG_ATTEMPTS):  # a catalog busy with a commit answers again
+                try:
+                    return await asyncio.to_thread(table_status, settings, name, configs[name], at)
+                except Exception as e:  # noqa: BLE001 - the catalog's failure is shown, per table
+                    why = f"{type(e).__name__}: {e}".splitlines()[0]
+        return why
 
     names = [n for n in configs if n in partitions]
     got = await asyncio.gather(*(one(n) for n in names))
