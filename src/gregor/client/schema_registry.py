@@ -121,7 +121,8 @@ class RegistryClient:
             raise RegistryUnreachable(f"the schema registry at {self.url} answered no schema")
         with self._lock:
             self._ids.setdefault(
-                got["id"], {k: got[k] for k in ("schema", "schemaType") if k in got}
+                got["id"],
+                {k: got[k] for k in ("schema", "schemaType", "references") if k in got},
             )
         return got
 
@@ -137,7 +138,8 @@ class RegistryClient:
         return int(got["id"])
 
     def schema_by_id(self, schema_id: int) -> dict[str, Any]:
-        """``GET /schemas/ids/{id}`` (cached): schema and, for other than Avro, schemaType."""
+        """``GET /schemas/ids/{id}`` (cached): schema, for other than Avro schemaType, and its
+        references when it has some."""
         with self._lock:
             cached = self._ids.get(schema_id)
         if cached is not None:
@@ -145,7 +147,7 @@ class RegistryClient:
         got = self.call("GET", f"/schemas/ids/{schema_id}")
         if not isinstance(got, dict) or "schema" not in got:
             raise RegistryUnreachable(f"the schema registry at {self.url} answered no schema")
-        entry = {k: got[k] for k in ("schema", "schemaType") if k in got}
+        entry = {k: got[k] for k in ("schema", "schemaType", "references") if k in got}
         with self._lock:
             self._ids[schema_id] = entry
         return entry

@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gregor.columns.avro_references import whole
 from gregor.columns.avro_schema import (
     AvroField,
     AvroNode,
@@ -79,8 +80,12 @@ class _Decoder:
             got = None
         entry = None
         if got is not None and got.get("schemaType", "AVRO") == "AVRO":
-            text = str(got["schema"])
             try:
+                text = whole(
+                    registry_client(self.spec.registry_url),
+                    str(got["schema"]),
+                    got.get("references") or (),
+                )
                 node = parse(text)
                 check_readable(node, self.reader)
             except AvroUnsupported:

@@ -20,7 +20,8 @@ from pyspark.sql.types import DataType, StructField, StructType
 
 from gregor.client.schema_registry import RegistryHTTPError, RegistryUnreachable
 from gregor.columns.avro_columns import FAILFAST, PERMISSIVE, AvroColumn, registry_client
-from gregor.columns.avro_schema import parse
+from gregor.columns.avro_references import whole
+from gregor.columns.avro_schema import AvroUnsupported, parse
 from gregor.spark.avro_schema import spark_type
 from gregor.spark.options import OptionError, lower_keys
 
@@ -128,12 +129,19 @@ def parse_columns(
                 f"{column}Format {fmt!r}: subject {subject!r} version {got.get('version')} is "
                 f"a {kind} schema"
             )
-        if got.get("references"):
+        if got.get("references") and fmt != "avro":
             raise OptionError(
                 f"{column}Format {fmt!r}: subject {subject!r} has schema references, which the "
-                "typed columns do not support yet"
+                f"{fmt} typed columns do not support yet (Avro's do)"
             )
         schema = str(got["schema"])
+        if fmt == "avro" and got.get("references"):  # the referenced types inlined
+            try:
+                schema = whole(registry_client(url), schema, got["references"])
+            except (RegistryHTTPError, RegistryUnreachable, AvroUnsupported) as e:
+                raise OptionError(
+                    f"{column}Format 'avro': subject {subject!r}: its references: {e}"
+                ) from None
         if fmt == "protobuf":  # the compiled descriptor (base64), which needs no protoc to read
             try:
                 served = registry_client(url).call(
