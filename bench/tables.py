@@ -159,6 +159,32 @@ def spark_rounds(
     return times
 
 
+def compacted_rounds(
+    spark: Any, bootstrap: str, topic: str, data_dir: Path, rounds: int
+) -> tuple[tuple[int, int], list[float]]:
+    """The table compacted as ``gregor tables compact`` does (each hour partition's files into
+    one), then read through the table again: ((files before, files after), seconds a round)."""
+    from pyiceberg.catalog import load_catalog
+
+    from gregor.spark.tables import read_table
+    from gregor.tables.catalog import TopicTable
+    from gregor.tables.maintenance import compact
+    from gregor.tables.settings import catalog_settings
+
+    settings = catalog_settings({}, str(data_dir))
+    table = load_catalog(settings.name, **settings.load_properties()).load_table(
+        (settings.namespace, topic)
+    )
+    done = compact(TopicTable(topic, table), 2)
+    aggregate(read_table(spark, topic, bootstrap_servers=bootstrap))  # warm-up
+    times = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        aggregate(read_table(spark, topic, bootstrap_servers=bootstrap))
+        times.append(time.perf_counter() - t)
+    return (done.files_before, done.files_after), times
+
+
 def freshness(
     bootstrap: str, data_dir: Path, topic: str, mb_per_s: float, seconds: float
 ) -> list[float]:
@@ -276,6 +302,7 @@ def main() -> None:
         spark.sparkContext.setLogLevel("ERROR")
         try:
             times = spark_rounds(spark, bs, topic, work / "plain.parquet", args.rounds)
+            files, compacted = compacted_rounds(spark, bs, topic, data_dir, args.rounds)
         finally:
             spark.stop()
         med = {k: statistics.median(v) for k, v in times.items()}
@@ -287,6 +314,17 @@ def main() -> None:
             )
         print(f"  table / source   {med['source'] / med['table']:5.2f}x  (goal >= 2.5)")
         print(f"  table / Parquet  {med['parquet'] / med['table']:5.2f}   (goal >= 0.8)")
+        after = statistics.median(compacted)
+        print(
+            f"  the table as translated had {files[0]} data files; compacted "
+            f"(gregor tables compact) {files[1]}:"
+        )
+        print(
+            f"  table, compacted {after:7.2f} s  {n / after:12,.0f} records/s   rounds: "
+            + ", ".join(f"{x:.2f}" for x in compacted)
+        )
+        print(f"  compacted table / source   {med['source'] / after:5.2f}x  (goal >= 2.5)")
+        print(f"  compacted table / Parquet  {med['parquet'] / after:5.2f}   (goal >= 0.8)")
 
         # 3. freshness
         print(f"\nfreshness, iceberg.target.lag.ms={args.lag_ms}, 1 KB records:")
