@@ -106,6 +106,21 @@ def test_spark_reads_the_table_as_the_topic_holds_it(spark: Any, broker: InProce
     assert rows_of(whole) == first
     assert {r["topic"] for r in whole.select("topic").distinct().collect()} == {topic}
 
+    # Spark lists the planned files on the driver, whatever its threshold for listing with a job
+    # of its own (a stage per read otherwise: 0.6 s at 45 files), and keeps the session's setting.
+    threshold = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+    assert len(plan_table(topic, bootstrap_servers=bootstrap).files) > 1
+    spark.conf.set(threshold, "1")
+    spark.sparkContext.setJobGroup("table-listing", "listing")
+    try:
+        listed = read_table(spark, topic, bootstrap_servers=bootstrap)
+        assert spark.sparkContext.statusTracker().getJobIdsForGroup("table-listing") == []
+    finally:
+        spark.sparkContext.setJobGroup("", "")
+        assert spark.conf.get(threshold) == "1"
+        spark.conf.unset(threshold)
+    assert rows_of(listed) == first
+
     # A row filter prunes the plan (each partition's commits write their own files) and the
     # frame holds exactly the matching rows.
     everything = plan_table(topic, bootstrap_servers=bootstrap)

@@ -23,6 +23,13 @@ without a JVM package (hadoop-aws): its files are read by Spark tasks of the Pyt
 ``gregor.spark.table_files`` with pyiceberg's FileIO and Arrow, with the table's IO properties
 (the credentials from the catalog properties given, else the executors' AWS environment).
 
+Spark lists the paths it is given itself; past ``spark.sql.sources.parallelPartitionDiscovery
+.threshold`` paths (32) it lists them with a Spark job of its own, about 0.6 s for a table read
+as translated (a file per commit and partition: 45 files at 10 M records) against 0.1 s listed
+on the driver. A classic session's reader resolves the files when the frame is made, so the
+threshold is raised to the plan's file count for that call only (:func:`_listed_on_the_driver`;
+a Spark Connect session resolves on the server later, and keeps its own setting).
+
 Limits, refused with a message: other object stores, tables with delete files (``key_value``
 tables have none), and ``tail=True`` on an upsert table (``iceberg.upsert``: its rows are each
 key's latest record, and the tail's raw records would sit beside them unmerged).
@@ -30,7 +37,8 @@ key's latest record, and the tail's raw records would sit beside them unmerged).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +49,10 @@ if TYPE_CHECKING:
 TABLE_COLUMNS = ("key", "value", "headers", "timestamp", "partition", "offset")
 #: The frame's columns (the data source's, without ``timestampType``).
 COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
+
+
+#: Spark's own setting: how many paths it lists on the driver before it lists with a job.
+LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 
 
 class TableReadError(ValueError):
@@ -241,7 +253,8 @@ def read_table(
 
         files = read_files(spark, schema, list(plan.files), dict(plan.io))
     elif plan.files:
-        files = spark.read.schema(schema).parquet(*plan.files)
+        with _listed_on_the_driver(spark, len(plan.files)):
+            files = spark.read.schema(schema).parquet(*plan.files)
     else:
         files = spark.createDataFrame([], schema)
     frame = files.select(
@@ -263,6 +276,27 @@ def read_table(
         if row_filter
         else frame.unionByName(tail_rows)
     )
+
+
+@contextmanager
+def _listed_on_the_driver(spark: Any, paths: int) -> Iterator[None]:
+    """Spark lists ``paths`` files on the driver while the frame is made (see the module): the
+    planned files are files, not directories to walk, so a listing job only costs a stage."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        yield
+        return
+    before = spark.conf.get(LISTING_THRESHOLD)
+    if before is not None and paths <= int(before):
+        yield
+        return
+    spark.conf.set(LISTING_THRESHOLD, str(paths))
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(LISTING_THRESHOLD)
+        else:
+            spark.conf.set(LISTING_THRESHOLD, before)
 
 
 def _tail(
