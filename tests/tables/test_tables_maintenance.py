@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 from pyiceberg.exceptions import CommitFailedException
 from tables_support import (
     by_partition,
@@ -207,6 +215,129 @@ def test_expiry_keeps_the_snapshot_carrying_the_offsets(broker: InProcessBroker)
     rounds(broker, topic, 2, 1, int(time.time() * 1000))
     assert_topic_equals_table_and_offsets(broker, topic, 2)
     assert committed_offsets(logs(broker), topic) == {0: 16, 1: 16}
+
+
+def files_on_disk(table: Any, sub: str, suffix: str) -> set[str]:
+    """The files under the table's ``sub`` directory (data, metadata), as paths."""
+    root = Path(_path(table.location())) / sub
+    return {str(p) for p in root.rglob(f"*{suffix}")} if root.exists() else set()
+
+
+def reachable(table: Any) -> tuple[set[str], set[str]]:
+    """The data files live in any snapshot of ``table``, and its manifest lists and manifests."""
+    data: set[str] = set()
+    avro: set[str] = set()
+    for snapshot in table.snapshots():
+        avro.add(snapshot.manifest_list)
+        for manifest in snapshot.manifests(table.io):
+            avro.add(manifest.manifest_path)
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+                data.add(entry.data_file.file_path)
+    return {_path(p) for p in data}, {_path(p) for p in avro}
+
+
+def _path(location: str) -> str:
+    return urllib.parse.unquote(urllib.parse.urlparse(location).path)
+
+
+def alter_topic(broker: InProcessBroker, topic: str, **configs: str) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    entries = [
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()
+    ]
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
+    for f in admin.incremental_alter_configs([resource]).values():
+        f.result(30)
+
+
+def test_expiry_deletes_the_files_only_expired_snapshots_reached(broker: InProcessBroker) -> None:
+    """Retention's deleted rows and compaction's replaced files leave the storage once the
+    snapshots that held them expire: what remains on disk is exactly what the kept snapshots
+    reach, and the table keeps only its newest metadata files."""
+    topic = "freed"
+    create_table_topic(
+        broker.bootstrap_servers,
+        topic,
+        2,
+        **{"iceberg.maintenance.interval.ms": "100", "iceberg.compaction.min.input.files": "0"},
+    )
+    wait_until(lambda: table_exists(logs(broker), topic))
+
+    def expire_at_once(t: Any) -> None:
+        with t.transaction() as tx:
+            tx.set_properties(
+                {
+                    "history.expire.max-snapshot-age-ms": "0",
+                    "write.metadata.previous-versions-max": "3",
+                }
+            )
+
+    retried(expire_at_once, logs(broker), topic)
+    table = open_table(logs(broker), topic)
+    assert table.properties["write.metadata.delete-after-commit.enabled"] == "true"
+
+    now = int(time.time() * 1000)
+    for r in range(2):  # two commits a partition of old rows, then one of new
+        produce(broker.bootstrap_servers, topic, 8, 2, now - 3 * DAY_MS, f"old{r}-")
+        wait_until(lambda: caught_up(broker, topic, 2))
+    produce(broker.bootstrap_servers, topic, 8, 2, now, "new-")
+    wait_until(lambda: caught_up(broker, topic, 2))
+    everything = topic_rows(broker.bootstrap_servers, topic, 2)
+    recent = [r for r in everything if r[5] >= now - DAY_MS]
+    assert len(everything) == 24 and len(recent) == 8
+    data = files_on_disk(open_table(logs(broker), topic), "data", ".parquet")
+    old = {
+        f
+        for f in data
+        if pq.read_table(f)["timestamp"].to_pylist()[0].timestamp() * 1000 < now - DAY_MS
+    }
+    assert len(old) == 4 and len(data) == 6  # a file per partition and commit
+
+    alter_topic(
+        broker,
+        topic,
+        **{"iceberg.retention.ms": str(DAY_MS), "iceberg.compaction.min.input.files": "2"},
+    )
+
+    def settled() -> bool:
+        try:
+            return files_match()
+        except FileNotFoundError:  # a snapshot read here expired meanwhile (at age 0)
+            return False
+
+    def files_match() -> bool:
+        table = open_table(logs(broker), topic)
+        live, avro = reachable(table)
+        return (
+            table_rows(logs(broker), topic) == recent
+            and data_files(table) == 1
+            and files_on_disk(table, "data", ".parquet") == live
+            and files_on_disk(table, "metadata", ".avro") == avro
+            and len(table.snapshots()) == 1
+        )
+
+    wait_until(settled)
+    table = open_table(logs(broker), topic)
+    assert not old & files_on_disk(table, "data", ".parquet")
+    assert len(files_on_disk(table, "data", ".parquet")) == 1  # compacted, the rest deleted
+    # the current metadata file and at most three before it
+    assert 1 < len(files_on_disk(table, "metadata", ".metadata.json")) <= 4
+    assert table_offsets(table) == end_offsets(broker.bootstrap_servers, topic, 2)
+
+    # a restarted translator resumes from the kept snapshot's offsets: nothing lost or twice
+    broker.restart()
+    produce(broker.bootstrap_servers, topic, 4, 2, int(time.time() * 1000), "after-")
+    wait_until(lambda: caught_up(broker, topic, 2))
+    after = [r for r in topic_rows(broker.bootstrap_servers, topic, 2) if r[5] >= now - DAY_MS]
+    assert len(after) == 12
+
+    def table_is_after() -> bool:
+        try:  # compaction and expiry at age 0 go on beside this read
+            return bool(table_rows(logs(broker), topic) == after)
+        except FileNotFoundError:
+            return False
+
+    wait_until(table_is_after)
 
 
 def test_compaction_rewrites_small_files_into_one_with_the_same_rows(

@@ -80,6 +80,12 @@ COMMIT_ATTEMPTS = 50
 COMMIT_NUM_RETRIES = "commit.retry.num-retries"
 #: The properties every topic's table has (see the module's docstring).
 TABLE_PROPERTIES = {COMMIT_NUM_RETRIES: "0"}
+#: Iceberg's property: a commit deletes the metadata files older than the newest
+#: ``write.metadata.previous-versions-max`` (100); a table gets a metadata file per commit.
+METADATA_DELETE_AFTER_COMMIT = "write.metadata.delete-after-commit.enabled"
+#: The properties a topic's table is made with, and given when it lacks them (an operator's
+#: own value is kept).
+TABLE_DEFAULTS = {METADATA_DELETE_AFTER_COMMIT: "true"}
 
 
 class OffsetsMoved(Exception):
@@ -150,12 +156,12 @@ class TableCatalog:
             self.identifier(name),
             schema=iceberg_schema() if schema is None else schema,
             partition_spec=partition_spec(),
-            properties={"gregor.topic": topic, **TABLE_PROPERTIES, **kind},
+            properties={"gregor.topic": topic, **TABLE_PROPERTIES, **TABLE_DEFAULTS, **kind},
         )
         # a table made before kinds were recorded: append, unless nothing was ever committed
         if TABLE_PROPERTY not in table.properties and table.current_snapshot() is not None:
             kind = {TABLE_PROPERTY: "false"}
-        return TopicTable(topic, own_table_properties(table, kind))
+        return TopicTable(topic, own_table_properties(table, {**TABLE_DEFAULTS, **kind}))
 
 
 def own_table_properties(table: Any, more: dict[str, str] | None = None) -> Any:

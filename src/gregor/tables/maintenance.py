@@ -16,6 +16,10 @@ which every ``iceberg.maintenance.interval.ms`` runs, in the catalog thread, one
    from the metadata, keeping the newest ``history.expire.min-snapshots-to-keep`` (default 1)
    of the current snapshot's ancestry and every snapshot from the current one back to the
    one carrying the offsets (``gregor.tables.offsets.offsets_snapshot``: resume needs it);
+   once the catalog has taken the expiry, the files only the expired snapshots reached are
+   deleted (:func:`unreachable_files`, as Iceberg's own expiry cleans up: their manifest
+   lists, the manifests no kept snapshot lists, and the data files no kept snapshot holds
+   live), so retention's deleted rows and compaction's replaced files leave the storage too;
 3. **compaction** (:func:`compact`): an hour partition with at least
    ``iceberg.compaction.min.input.files`` data files smaller than the table's
    ``write.target-file-size-bytes`` has them read (pyarrow; at most about one target size
@@ -28,8 +32,15 @@ built on the snapshot it read, retention and compaction carry that snapshot's of
 unchanged (``gregor.tables.offsets.carried_properties``: no resume offset moves), and the
 catalog refuses it if another writer committed meanwhile, in which case the step starts
 again from the new snapshot. A translator commit that loses to a maintenance commit starts
-again the same way. Expiry only removes snapshot entries; the data files only they
-referenced stay on disk (pyiceberg has no orphan-file removal yet).
+again the same way. Each table also has Iceberg's ``write.metadata.delete-after-commit.enabled``
+(``gregor.tables.catalog.TABLE_PROPERTIES``): a commit deletes the metadata files older than the
+last ``write.metadata.previous-versions-max`` (100). Files no snapshot ever referenced (a
+commit's data files written and then lost to another writer, a writer killed mid-commit) are
+orphans this does not find: Iceberg removes those with a separate listing of the storage
+(``remove_orphan_files``), which this does not do.
+
+A typed mode's dead-letter table ``<topic>~dlq`` gets the same passes from the same broker
+(``gregor.tables.service``), with the topic's settings.
 """
 
 from __future__ import annotations
@@ -133,8 +144,68 @@ def snapshots_to_expire(table: Any, now_ms: int) -> list[int]:
     )
 
 
-def expire_snapshots(topic_table: TopicTable, now_ms: int | None = None) -> list[int]:
-    """Remove the snapshots :func:`snapshots_to_expire` names; returns their ids."""
+def _reached(table: Any, snapshots: Iterable[Any]) -> tuple[set[str], set[str], set[str]]:
+    """The manifest lists, the manifests and the live data files of ``snapshots``."""
+    lists: set[str] = set()
+    manifests: dict[str, Any] = {}
+    for snapshot in snapshots:
+        lists.add(snapshot.manifest_list)
+        for manifest in snapshot.manifests(table.io):
+            manifests[manifest.manifest_path] = manifest
+    data: set[str] = set()
+    for manifest in manifests.values():
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            data.add(entry.data_file.file_path)
+    return lists, set(manifests), data
+
+
+def unreachable_files(gone: Iterable[Any], after: Any) -> list[str]:
+    """The files the expired snapshots ``gone`` reached that no snapshot of ``after`` (the
+    table as the catalog took the expiry) reaches: safe to delete once ``after`` is
+    committed. ``gone`` is read before the commit: pyiceberg's commit updates the table
+    object in place."""
+    gone = list(gone)
+    gone_lists, gone_manifests, _ = _reached(after, gone)
+    kept_lists, kept_manifests, kept_data = _reached(after, after.snapshots())
+    gone_data: set[str] = set()
+    for snapshot in gone:
+        for manifest in snapshot.manifests(after.io):
+            if manifest.manifest_path in kept_manifests:
+                continue  # every data file it lists is reached through a kept snapshot too
+            for entry in manifest.fetch_manifest_entry(after.io, discard_deleted=False):
+                gone_data.add(entry.data_file.file_path)
+    return sorted(
+        (gone_lists - kept_lists) | (gone_manifests - kept_manifests) | (gone_data - kept_data)
+    )
+
+
+def delete_files(table: Any, paths: Iterable[str]) -> int:
+    """Delete ``paths`` with the table's FileIO; returns how many went (one already gone, or
+    refused, is left: expiry does not fail for it, and nothing reaches it any more)."""
+    deleted = 0
+    for path in paths:
+        try:
+            table.io.delete(path)
+        except FileNotFoundError:
+            continue
+        except Exception as e:  # noqa: BLE001 - the storage refusing one file
+            log.warning("could not delete %s of an expired snapshot: %s", path, e)
+            continue
+        deleted += 1
+    return deleted
+
+
+@dataclass
+class Expiry:
+    """What one snapshot expiry did: the snapshot ids it removed, the files it deleted."""
+
+    snapshots: list[int] = field(default_factory=list)
+    files_deleted: int = 0
+
+
+def expire_snapshots(topic_table: TopicTable, now_ms: int | None = None) -> Expiry:
+    """Remove the snapshots :func:`snapshots_to_expire` names, then the files only they
+    reached (:func:`unreachable_files`)."""
     from pyiceberg.table import Transaction
     from pyiceberg.table.update.snapshot import ExpireSnapshots
 
@@ -143,14 +214,18 @@ def expire_snapshots(topic_table: TopicTable, now_ms: int | None = None) -> list
         table = topic_table.table
         expired = snapshots_to_expire(table, _now_ms() if now_ms is None else now_ms)
         if not expired:
-            return []
+            return Expiry()
+        gone = [s for s in (table.snapshot_by_id(i) for i in expired) if s is not None]
         tx = Transaction(table, autocommit=False)
         ExpireSnapshots(tx).by_ids(expired).commit()
         try:
-            topic_table.table = tx.commit_transaction()
+            after = tx.commit_transaction()
         except _commit_failed():
             continue
-        return expired
+        topic_table.table = after
+        # ``after`` is what the catalog took: a writer committing meanwhile built on the
+        # current snapshot, which is kept, so nothing it reaches is among these
+        return Expiry(expired, delete_files(after, unreachable_files(gone, after)))
     raise RuntimeError(f"{topic_table.topic}: snapshot expiry lost {ATTEMPTS} commits in a row")
 
 
@@ -254,15 +329,19 @@ class Pass:
     """What one maintenance pass did."""
 
     retention_files: int = 0
-    expired: list[int] = field(default_factory=list)
+    expiry: Expiry = field(default_factory=Expiry)
     compaction: Compaction = field(default_factory=Compaction)
+
+    @property
+    def expired(self) -> list[int]:
+        return self.expiry.snapshots
 
 
 def maintain(topic_table: TopicTable, config: TopicTableConfig, now_ms: int | None = None) -> Pass:
     """One pass: retention, then expiry, then compaction (blocking; the catalog thread)."""
     done = Pass()
     done.retention_files = delete_expired_rows(topic_table, config.retention_ms, now_ms)
-    done.expired = expire_snapshots(topic_table, now_ms)
+    done.expiry = expire_snapshots(topic_table, now_ms)
     done.compaction = compact(topic_table, config.compaction_min_input_files)
     return done
 
@@ -276,13 +355,16 @@ class TableMaintenance:
         run_catalog: CatalogRunner,
         config: TopicTableConfig,
         on_pass: Callable[[Pass], None] | None = None,
+        name: str | None = None,
     ) -> None:
+        """``name``: the table's name in the log (the topic's, or ``<topic>~dlq``)."""
         self.table = table
+        self.name = table.topic if name is None else name
         self.run_catalog = run_catalog
         self.config = config
         self.passes = 0
         self._on_pass = on_pass
-        self._failures = RepeatedFailure(log, f"maintaining the table of topic {table.topic}")
+        self._failures = RepeatedFailure(log, f"maintaining the table {self.name}")
 
     async def run(self) -> None:
         while True:
@@ -296,16 +378,21 @@ class TableMaintenance:
                 self._failures.succeeded()
                 assert isinstance(done, Pass)
                 self.passes += 1
-                _log_pass(self.table.topic, done)
+                _log_pass(self.name, done)
                 if self._on_pass is not None:
                     self._on_pass(done)
             await asyncio.sleep(self.config.maintenance_interval_ms / 1000)
 
 
-def _log_pass(topic: str, done: Pass) -> None:
+def _log_pass(name: str, done: Pass) -> None:
     parts: Iterable[str] = (
         f"retention deleted rows of {done.retention_files} files" if done.retention_files else "",
-        f"expired {len(done.expired)} snapshots" if done.expired else "",
+        (
+            f"expired {len(done.expired)} snapshots and deleted {done.expiry.files_deleted} "
+            "files only they reached"
+            if done.expired
+            else ""
+        ),
         (
             f"compacted {done.compaction.files_before} files into {done.compaction.files_after}"
             if done.compaction.rewritten
@@ -314,15 +401,17 @@ def _log_pass(topic: str, done: Pass) -> None:
     )
     said = "; ".join(p for p in parts if p)
     if said:
-        log.info("table of topic %s: %s", topic, said)
+        log.info("table %s: %s", name, said)
 
 
 __all__ = [
     "Compaction",
+    "Expiry",
     "Pass",
     "TableMaintenance",
     "compact",
     "delete_expired_rows",
     "expire_snapshots",
     "maintain",
+    "unreachable_files",
 ]

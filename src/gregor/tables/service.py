@@ -66,6 +66,8 @@ class _Running:
     wanted: Wanted
     translator: PartitionTranslator | None = None
     maintenance: TableMaintenance | None = None
+    #: A typed mode's dead-letter table's maintenance (same broker, same settings).
+    dead_letter_maintenance: TableMaintenance | None = None
     task: asyncio.Task[None] | None = None
 
 
@@ -112,8 +114,14 @@ class TableTranslation:
 
     @property
     def maintainers(self) -> dict[str, TableMaintenance]:
-        """The tables maintained here, by topic."""
-        return {k[0]: r.maintenance for k, r in self._running.items() if r.maintenance is not None}
+        """The tables maintained here, by topic (``<topic>~dlq`` for a dead-letter table)."""
+        out: dict[str, TableMaintenance] = {}
+        for (topic, _), r in self._running.items():
+            if r.maintenance is not None:
+                out[topic] = r.maintenance
+            if r.dead_letter_maintenance is not None:
+                out[topic + DEAD_LETTER_SUFFIX] = r.dead_letter_maintenance
+        return out
 
     @property
     def translators(self) -> dict[tuple[str, int], PartitionTranslator]:
@@ -191,7 +199,13 @@ class TableTranslation:
         from gregor.tables.maintenance import TableMaintenance
 
         running.maintenance = TableMaintenance(table, self.run_catalog, w.config)
-        await asyncio.gather(running.translator.run(), running.maintenance.run())
+        jobs = [running.translator.run(), running.maintenance.run()]
+        if typed is not None:
+            running.dead_letter_maintenance = TableMaintenance(
+                typed.dead_letters, self.run_catalog, w.config, name=topic + DEAD_LETTER_SUFFIX
+            )
+            jobs.append(running.dead_letter_maintenance.run())
+        await asyncio.gather(*jobs)
 
     async def _typed(self, w: Wanted, table: TopicTable) -> TypedTranslation | None:
         """A typed mode's side of the partition's translator (its dead-letter table opened),
