@@ -26,6 +26,13 @@ fields, or wider types, the table's lacks: the same transaction evolves the tabl
 first (``gregor.tables.typed.evolved``: pyiceberg's ``union_by_name``), so the new columns and
 the rows that fill them land in one snapshot; a type the table cannot take raises TypeClash.
 
+Making the table (:meth:`TableCatalog.open_table`) may race too: in a cluster the leaders of
+a new topic's partitions make its namespace and table at the same moment. pyiceberg's
+``create_*_if_not_exists`` take the catalog's "already exists" answer as success, but not
+every catalog gives it to the loser of a race: Iceberg's REST server over its JDBC catalog
+answers 500 (a unique key violated). A failed make whose namespace or table exists afterwards
+is therefore the winner's, and opened: every maker gets the one table at once.
+
 An upsert table (``iceberg.upsert``, ``gregor.tables.upsert``) takes the same steps; its step 3
 is one ``overwrite`` (the rows of the keys the range touches deleted, each key's latest record
 appended) instead of an append, in the same one transaction. A table records its kind in its
@@ -144,14 +151,24 @@ class TableCatalog:
 
     def _open(self, topic: str, name: str, schema: Any, upsert: bool) -> TopicTable:
         catalog = self.catalog
-        catalog.create_namespace_if_not_exists(self.settings.namespace)
+        namespace, identifier = self.settings.namespace, self.identifier(name)
+        try:
+            catalog.create_namespace_if_not_exists(namespace)
+        except Exception:
+            if not catalog.namespace_exists(namespace):  # not a concurrent maker's: the error
+                raise
         kind = {TABLE_PROPERTY: "true" if upsert else "false"}
-        table = catalog.create_table_if_not_exists(
-            self.identifier(name),
-            schema=iceberg_schema() if schema is None else schema,
-            partition_spec=partition_spec(),
-            properties={"gregor.topic": topic, **TABLE_PROPERTIES, **kind},
-        )
+        try:
+            table = catalog.create_table_if_not_exists(
+                identifier,
+                schema=iceberg_schema() if schema is None else schema,
+                partition_spec=partition_spec(),
+                properties={"gregor.topic": topic, **TABLE_PROPERTIES, **kind},
+            )
+        except Exception:
+            if not catalog.table_exists(identifier):
+                raise
+            table = catalog.load_table(identifier)
         # a table made before kinds were recorded: append, unless nothing was ever committed
         if TABLE_PROPERTY not in table.properties and table.current_snapshot() is not None:
             kind = {TABLE_PROPERTY: "false"}
