@@ -67,6 +67,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "interop/test_kafka_streams.py",
         "interop/test_kafka_tools.py",
         "tables/test_tables_rest_catalog.py",
+        "tables/test_tables_cluster_s3.py",
         "test_testing_kafka.py",
     ),
     "spark-a": (

@@ -27,11 +27,16 @@ def wait_until(condition: Callable[[], bool], pause: float = 0.05) -> None:
 
 
 def create_table_topic(
-    bootstrap: str, topic: str, partitions: int, lag_ms: int = 50, **configs: str
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    lag_ms: int = 50,
+    replication: int = 1,
+    **configs: str,
 ) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     config = {"iceberg.mode": "key_value", "iceberg.target.lag.ms": str(lag_ms), **configs}
-    futures = admin.create_topics([NewTopic(topic, partitions, 1, config=config)])
+    futures = admin.create_topics([NewTopic(topic, partitions, replication, config=config)])
     futures[topic].result(30)
 
 

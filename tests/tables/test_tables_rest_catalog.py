@@ -362,3 +362,42 @@ def test_compaction_and_snapshot_expiry_through_the_rest_server(
     wait_until(caught_up(broker, offsets, topic, 2))
     assert rows_of(broker, topic, props) == topic_rows(broker.bootstrap_servers, topic, 2)
     assert offsets() == {0: 16, 1: 16}
+
+
+def open_at_once(settings: dict[str, str], writers: int) -> tuple[list[str], list[BaseException]]:
+    """``writers`` threads, each with a catalog of its own, open topic ``orders``'s table at
+    the same moment; the table UUIDs they opened, and what they raised."""
+    barrier = threading.Barrier(writers)
+    opened: list[str] = []
+    errors: list[BaseException] = []
+
+    def open_table() -> None:
+        catalog = TableCatalog(catalog_settings(settings, "/nonexistent"))
+        catalog.catalog  # noqa: B018 - connected before the race
+        barrier.wait()
+        try:
+            opened.append(str(catalog.open_table("orders").table.metadata.table_uuid))
+        except BaseException as e:  # noqa: BLE001 - reported by the test's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=open_table) for _ in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return opened, errors
+
+
+def test_writers_making_one_table_at_once_through_the_rest_server_all_open_it(
+    props: dict[str, str],
+) -> None:
+    """A cluster's leaders of one new topic's partitions make its namespace and table at the
+    same moment. The REST server over its JDBC catalog answers the writers that lose the race
+    500 (a unique key violated), not 409; each loser finds the namespace and the table made by
+    the winner and opens that one, at once (no failed first attempt to wait out and log)."""
+    writers = 6
+    for r in range(3):
+        settings = {**props, "iceberg.namespace": f"{props['iceberg.namespace']}r{r}"}
+        opened, errors = open_at_once(settings, writers)
+        assert errors == []
+        assert len(opened) == writers and len(set(opened)) == 1  # one table, the same for all

@@ -26,6 +26,15 @@ fields, or wider types, the table's lacks: the same transaction evolves the tabl
 first (``gregor.tables.typed.evolved``: pyiceberg's ``union_by_name``), so the new columns and
 the rows that fill them land in one snapshot; a type the table cannot take raises TypeClash.
 
+Making the table (:meth:`TableCatalog.open_table`) may race too: in a cluster the leaders of
+a new topic's partitions make its namespace and table at the same moment. pyiceberg's
+``create_*_if_not_exists`` take the catalog's "already exists" answer as success, but not
+every catalog gives it to the loser of a race: Iceberg's REST server over its JDBC catalog
+answers 500 (a unique key violated). A failed make whose namespace or table exists afterwards
+is therefore the winner's, and opened: every maker gets the one table at once. A table that
+exists is loaded, never made again: pyiceberg's SQL catalog writes a make's metadata file
+before it finds the table there, so each translator's start left one more file behind.
+
 An upsert table (``iceberg.upsert``, ``gregor.tables.upsert``) takes the same steps; its step 3
 is one ``overwrite`` (the rows of the keys the range touches deleted, each key's latest record
 appended) instead of an append, in the same one transaction. A table records its kind in its
@@ -150,18 +159,37 @@ class TableCatalog:
 
     def _open(self, topic: str, name: str, schema: Any, upsert: bool) -> TopicTable:
         catalog = self.catalog
-        catalog.create_namespace_if_not_exists(self.settings.namespace)
+        namespace, identifier = self.settings.namespace, self.identifier(name)
+        try:
+            catalog.create_namespace_if_not_exists(namespace)
+        except Exception:
+            if not catalog.namespace_exists(namespace):  # not a concurrent maker's: the error
+                raise
         kind = {TABLE_PROPERTY: "true" if upsert else "false"}
-        table = catalog.create_table_if_not_exists(
-            self.identifier(name),
-            schema=iceberg_schema() if schema is None else schema,
-            partition_spec=partition_spec(),
-            properties={"gregor.topic": topic, **TABLE_PROPERTIES, **TABLE_DEFAULTS, **kind},
-        )
+        from pyiceberg.exceptions import NoSuchTableError
+
+        try:  # an existing table is loaded, not made again: a make writes a metadata file
+            table = catalog.load_table(identifier)
+        except NoSuchTableError:
+            table = self._make(catalog, identifier, topic, schema, kind)
         # a table made before kinds were recorded: append, unless nothing was ever committed
         if TABLE_PROPERTY not in table.properties and table.current_snapshot() is not None:
             kind = {TABLE_PROPERTY: "false"}
         return TopicTable(topic, own_table_properties(table, {**TABLE_DEFAULTS, **kind}))
+
+    @staticmethod
+    def _make(catalog: Any, identifier: Any, topic: str, schema: Any, kind: dict[str, str]) -> Any:
+        try:
+            return catalog.create_table_if_not_exists(
+                identifier,
+                schema=iceberg_schema() if schema is None else schema,
+                partition_spec=partition_spec(),
+                properties={"gregor.topic": topic, **TABLE_PROPERTIES, **TABLE_DEFAULTS, **kind},
+            )
+        except Exception:
+            if not catalog.table_exists(identifier):
+                raise
+            return catalog.load_table(identifier)
 
 
 def own_table_properties(table: Any, more: dict[str, str] | None = None) -> Any:
