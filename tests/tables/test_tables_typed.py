@@ -18,7 +18,13 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -220,6 +226,31 @@ def test_avro_values_typed_evolved_and_dead_lettered_exactly(served: Served) -> 
         11,
         12,
     ]
+
+    # the dead-letter table is maintained beside the topic's, with the topic's settings: two
+    # commits of dead letters (two files of one hour) compact into one, the rows unchanged
+    async def maintained() -> list[str]:
+        assert served.broker.broker is not None and served.broker.broker.tables is not None
+        return sorted(served.broker.broker.tables.maintainers)
+
+    assert served.broker.call(maintained) == [topic, topic + "~dlq"]
+    dlq = open_table(served.broker.data_dir / "logs", topic + "~dlq")
+    assert len(list(dlq.scan().plan_files())) >= 2
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    entry = ConfigEntry(
+        "iceberg.compaction.min.input.files", "2", incremental_operation=AlterConfigOpType.SET
+    )
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[entry])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+    def dead_letters_compacted() -> bool:
+        t = open_table(served.broker.data_dir / "logs", topic + "~dlq")
+        return len(list(t.scan().plan_files())) == 1
+
+    wait_until(dead_letters_compacted)
+    assert scan(served, topic + "~dlq") == dead
+    current = open_table(served.broker.data_dir / "logs", topic + "~dlq").current_snapshot()
+    assert current.summary.additional_properties["gregor.maintenance"] == "compaction"
 
 
 def test_a_typed_mode_without_a_registry_is_refused() -> None:
