@@ -9,7 +9,9 @@ data directory), confluent-kafka producing, one local SparkSession. In one run:
 
 1. Produce: ``--records`` records of 100 B into a topic with ``iceberg.mode=key_value`` and
    into one without, alternating round by round; records/s of each and the ratio (goal
-   >= 0.8), median of ``--rounds``.
+   >= 0.8), median of ``--rounds``. The table topics have ``iceberg.target.lag.ms`` of
+   ``--produce-lag-ms`` (10 s, Redpanda's least), and each table round is followed by a wait
+   until its table has every record, so no round runs beside an earlier round's translation.
 2. Spark: when the table has caught up, the same aggregate (count and total value bytes per
    partition) over the table's topic three ways, alternating round by round: through the table
    (``gregor.spark.tables.read_table``: pyiceberg plans, Spark's Parquet reader reads), through
@@ -162,27 +164,46 @@ def spark_rounds(
 def compacted_rounds(
     spark: Any, bootstrap: str, topic: str, data_dir: Path, rounds: int
 ) -> tuple[tuple[int, int], list[float]]:
-    """The table compacted as ``gregor tables compact`` does (each hour partition's files into
-    one), then read through the table again: ((files before, files after), seconds a round)."""
+    """The table as the broker's own maintenance keeps it: the topic's
+    ``iceberg.maintenance.interval.ms`` set to 5 s (the translators restart with it, and
+    partition 0's runs a pass at once: hour partitions of ``iceberg.compaction.min.input.files``
+    small files or more rewritten into one), then read through the table again:
+    ((files before, files after), seconds a round)."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
     from pyiceberg.catalog import load_catalog
 
     from gregor.spark.tables import read_table
-    from gregor.tables.catalog import TopicTable
-    from gregor.tables.maintenance import compact
     from gregor.tables.settings import catalog_settings
 
     settings = catalog_settings({}, str(data_dir))
-    table = load_catalog(settings.name, **settings.load_properties()).load_table(
-        (settings.namespace, topic)
+    catalog = load_catalog(settings.name, **settings.load_properties())
+
+    def table() -> Any:
+        return catalog.load_table((settings.namespace, topic))
+
+    def data_files() -> int:
+        return len(list(table().scan().plan_files()))
+
+    before = data_files()
+    entry = ConfigEntry(
+        "iceberg.maintenance.interval.ms", "5000", incremental_operation=AlterConfigOpType.SET
     )
-    done = compact(TopicTable(topic, table), 2)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[entry])
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    while (
+        table().current_snapshot().summary.additional_properties.get("gregor.maintenance")
+        != "compaction"
+    ):
+        time.sleep(0.5)
+    after = data_files()
     aggregate(read_table(spark, topic, bootstrap_servers=bootstrap))  # warm-up
     times = []
     for _ in range(rounds):
         t = time.perf_counter()
         aggregate(read_table(spark, topic, bootstrap_servers=bootstrap))
         times.append(time.perf_counter() - t)
-    return (done.files_before, done.files_after), times
+    return (before, after), times
 
 
 def freshness(
@@ -262,6 +283,9 @@ def main() -> None:
     ap.add_argument("--rates", default="1,10", help="MB/s of the freshness runs")
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--lag-ms", type=int, default=5000, help="iceberg.target.lag.ms (freshness)")
+    ap.add_argument(
+        "--produce-lag-ms", type=int, default=10_000, help="iceberg.target.lag.ms (produce)"
+    )
     ap.add_argument("--master", default="local[2]")
     args = ap.parse_args()
 
@@ -277,14 +301,22 @@ def main() -> None:
         # 1. produce with the table on and off
         on_rates, off_rates = [], []
         for r in range(args.rounds):
-            create(bs, f"on-{r}", parts, **{"iceberg.mode": "key_value"})
+            lag = str(args.produce_lag_ms)
+            create(
+                bs, f"on-{r}", parts, **{"iceberg.mode": "key_value", "iceberg.target.lag.ms": lag}
+            )
             create(bs, f"off-{r}", parts)
             pair = [("on", f"on-{r}"), ("off", f"off-{r}")]
             for kind, topic in pair if r % 2 == 0 else pair[::-1]:
                 rate = produce(bs, topic, n // args.rounds)
                 (on_rates if kind == "on" else off_rates).append(rate)
+                if kind == "on":  # the next round starts on an idle broker
+                    wait_caught_up(TableOffsets(data_dir, topic), ends(bs, topic, parts))
         on, off = statistics.median(on_rates), statistics.median(off_rates)
-        print(f"produce 100 B, {n // args.rounds:,} records a round, median of {args.rounds}:")
+        print(
+            f"produce 100 B, {n // args.rounds:,} records a round, median of {args.rounds}, "
+            f"iceberg.target.lag.ms={args.produce_lag_ms}:"
+        )
         print(
             f"  table on  {on:12,.0f} records/s   rounds: {', '.join(f'{x:,.0f}' for x in on_rates)}"
         )
@@ -295,7 +327,16 @@ def main() -> None:
 
         # 2. Spark: through the table, through the topic, plain Parquet
         topic = "spark"
-        create(bs, topic, parts, **{"iceberg.mode": "key_value", "iceberg.target.lag.ms": "1000"})
+        create(  # maintenance later (compacted_rounds): the table as translated first
+            bs,
+            topic,
+            parts,
+            **{
+                "iceberg.mode": "key_value",
+                "iceberg.target.lag.ms": "1000",
+                "iceberg.maintenance.interval.ms": "3600000",
+            },
+        )
         produce(bs, topic, n)
         wait_caught_up(TableOffsets(data_dir, topic), ends(bs, topic, parts))
         spark = local_session("bench-tables", master=args.master)
@@ -316,8 +357,8 @@ def main() -> None:
         print(f"  table / Parquet  {med['parquet'] / med['table']:5.2f}   (goal >= 0.8)")
         after = statistics.median(compacted)
         print(
-            f"  the table as translated had {files[0]} data files; compacted "
-            f"(gregor tables compact) {files[1]}:"
+            f"  the table as translated had {files[0]} data files; the broker's maintenance "
+            f"compacted it to {files[1]}:"
         )
         print(
             f"  table, compacted {after:7.2f} s  {n / after:12,.0f} records/s   rounds: "
