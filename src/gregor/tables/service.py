@@ -13,13 +13,6 @@ by the catalog's optimistic commit (``gregor.tables.catalog``). The translator o
 partition 0 runs the table's maintenance beside it (retention, snapshot expiry, compaction;
 ``gregor.tables.maintenance``), in the same catalog thread.
 
-Translation is background work with a lag target; producing and fetching are not. Its threads
-(the catalog thread, whose Parquet writing and pyiceberg's writer threads it starts inherit its
-priority, and the threads that convert records to Arrow) run at nice :data:`TRANSLATION_NICE`,
-so on a broker whose cores are all busy the produce and fetch paths are scheduled first and
-the tables catch up when the cores are free (as Redpanda runs its Iceberg translation in a
-scheduling group of its own). With cores to spare it changes nothing.
-
 The catalog and the translators (pyarrow, pyiceberg) are imported when a broker first builds
 the service (a catalog is configured), not when the broker imports this module.
 """
@@ -28,8 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -55,21 +46,6 @@ if TYPE_CHECKING:
     from gregor.tables.translator import PartitionTranslator
 
 log = logging.getLogger("gregor.tables")
-
-#: The nice value of the translation's threads (see the module).
-TRANSLATION_NICE = 10
-#: Threads converting records to Arrow, for all of a broker's translators.
-CONVERT_THREADS = 2
-
-
-def lower_priority() -> None:
-    """Run the calling thread (and the threads it starts) at nice :data:`TRANSLATION_NICE`
-    (Linux: a thread's own nice value; elsewhere, or refused, it runs as it was)."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), TRANSLATION_NICE)
-    except (AttributeError, OSError):
-        pass
-
 
 #: The partition whose leader maintains the topic's table (``gregor.tables.maintenance``): one
 #: maintainer per table, moving with that partition's leadership.
@@ -106,14 +82,7 @@ class TableTranslation:
         self.settings = settings
         self.registry = registry
         self._catalog: TableCatalog | None = None
-        self._executor = ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="gregor-tables", initializer=lower_priority
-        )
-        self._convert_executor = ThreadPoolExecutor(
-            max_workers=CONVERT_THREADS,
-            thread_name_prefix="gregor-tables-convert",
-            initializer=lower_priority,
-        )
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gregor-tables")
         self._tables: dict[str, TopicTable] = {}
         self._running: dict[tuple[str, int], _Running] = {}
         self._warehouse_checked = False
@@ -160,9 +129,6 @@ class TableTranslation:
 
     async def run_catalog(self, job: Callable[[], object]) -> object:
         return await asyncio.get_running_loop().run_in_executor(self._executor, job)
-
-    async def run_convert(self, job: Callable[[], object]) -> object:
-        return await asyncio.get_running_loop().run_in_executor(self._convert_executor, job)
 
     def reconcile(self, wanted: Mapping[tuple[str, int], Wanted]) -> None:
         """Start, stop and restart translators so that exactly ``wanted`` run (on the loop)."""
@@ -226,7 +192,6 @@ class TableTranslation:
             target_lag_ms=w.config.target_lag_ms,
             upsert=w.config.upsert,
             typed=typed,
-            run_convert=self.run_convert,
         )
         if w.source.index != MAINTAINER_PARTITION:
             await running.translator.run()
@@ -277,4 +242,3 @@ class TableTranslation:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown)
-        await asyncio.get_running_loop().run_in_executor(None, self._convert_executor.shutdown)

@@ -11,8 +11,7 @@ Theory of operation. The leader of a partition whose topic has a table runs one
   either in the buffer or was left out on purpose (a control batch, an aborted transaction).
 
 The loop reads through the same path a read_committed Fetch takes (``PartitionSource``: up to
-the last stable offset, with the aborted-transaction list), converts in a worker thread (the
-service's, at a lower priority than the produce path: ``gregor.tables.service``)
+the last stable offset, with the aborted-transaction list), converts in a worker thread
 (``gregor.tables.schema.RowConverter``: control batches and aborted records dropped), and
 buffers the rows. A commit is due when the oldest buffered read is ``iceberg.target.lag.ms``
 old or the buffer holds ``max_buffer_bytes``; it appends ``[first, position)`` on top of a
@@ -82,12 +81,8 @@ class PartitionTranslator:
         max_buffer_bytes: int = MAX_BUFFER_BYTES,
         upsert: bool = False,
         typed: TypedTranslation | None = None,
-        run_convert: CatalogRunner | None = None,
     ) -> None:
-        """``run_convert``: where record sets become Arrow (the service's low-priority
-        threads; default: the loop's executor)."""
         self.source = source
-        self.run_convert = run_convert
         self.typed = typed
         self.table = table
         self.run_catalog = run_catalog
@@ -154,7 +149,9 @@ class PartitionTranslator:
             if self.position < source.last_stable_offset and not self._full():
                 read = source.read_committed(self.position, READ_BYTES)
             if read is not None and read.records:
-                rows, nxt = await self._converted(read.records, read.aborted, self.position)
+                rows, nxt = await asyncio.to_thread(
+                    self._convert, read.records, read.aborted, self.position
+                )
                 crash_point("read")
                 if nxt > self.position:
                     if rows.num_rows:
@@ -170,15 +167,6 @@ class PartitionTranslator:
             if read is not None and read.records and self.position < source.last_stable_offset:
                 continue  # more to read now
             await self._wait()
-
-    async def _converted(
-        self, records: bytes | memoryview, aborted: Sequence[tuple[int, int]], start: int
-    ) -> tuple[pa.Table, int]:
-        if self.run_convert is None:
-            return await asyncio.to_thread(self._convert, records, aborted, start)
-        done = await self.run_convert(lambda: self._convert(records, aborted, start))
-        assert isinstance(done, tuple)
-        return done
 
     def _convert(
         self, records: bytes | memoryview, aborted: Sequence[tuple[int, int]], start: int
