@@ -76,6 +76,7 @@ PROCESS_TESTS = re.compile(
             r"tests/schema_registry/test_compatibility\.py::",
             r"tests/schema_registry/test_http_api\.py::test_json_schema_and_protobuf_register",
             r"tests/schema_registry/test_protobuf_text\.py::",
+            r"tests/schema_registry/test_typed_columns_encode\.py::test_(protobuf_|keys_and_values_of_a_batch|the_sink_checks_struct)",
             r"tests/schema_registry/test_store\.py::test_a_restarted_registry_rebuilds_everything",
             r"tests/security/test_acl_apis\.py::test_without_an_authorizer_the_acl_apis_answer_security_disabled",
             r"tests/security/test_delegation_tokens\.py::",
