@@ -144,19 +144,23 @@ def snapshots_to_expire(table: Any, now_ms: int) -> list[int]:
     )
 
 
-def _reached(table: Any, snapshots: Iterable[Any]) -> tuple[set[str], set[str], set[str]]:
-    """The manifest lists, the manifests and the live data files of ``snapshots``."""
+def _manifests(io: Any, snapshots: Iterable[Any]) -> tuple[set[str], dict[str, Any]]:
+    """The manifest lists of ``snapshots`` and their manifests, by path (each read once)."""
     lists: set[str] = set()
     manifests: dict[str, Any] = {}
     for snapshot in snapshots:
         lists.add(snapshot.manifest_list)
-        for manifest in snapshot.manifests(table.io):
+        for manifest in snapshot.manifests(io):
             manifests[manifest.manifest_path] = manifest
-    data: set[str] = set()
-    for manifest in manifests.values():
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-            data.add(entry.data_file.file_path)
-    return lists, set(manifests), data
+    return lists, manifests
+
+
+def _data_files_of(io: Any, manifests: Iterable[Any], live_only: bool) -> set[str]:
+    return {
+        entry.data_file.file_path
+        for manifest in manifests
+        for entry in manifest.fetch_manifest_entry(io, discard_deleted=live_only)
+    }
 
 
 def unreachable_files(gone: Iterable[Any], after: Any) -> list[str]:
@@ -164,18 +168,17 @@ def unreachable_files(gone: Iterable[Any], after: Any) -> list[str]:
     table as the catalog took the expiry) reaches: safe to delete once ``after`` is
     committed. ``gone`` is read before the commit: pyiceberg's commit updates the table
     object in place."""
-    gone = list(gone)
-    gone_lists, gone_manifests, _ = _reached(after, gone)
-    kept_lists, kept_manifests, kept_data = _reached(after, after.snapshots())
-    gone_data: set[str] = set()
-    for snapshot in gone:
-        for manifest in snapshot.manifests(after.io):
-            if manifest.manifest_path in kept_manifests:
-                continue  # every data file it lists is reached through a kept snapshot too
-            for entry in manifest.fetch_manifest_entry(after.io, discard_deleted=False):
-                gone_data.add(entry.data_file.file_path)
+    io = after.io
+    gone_lists, gone_manifests = _manifests(io, gone)
+    kept_lists, kept_manifests = _manifests(io, after.snapshots())
+    kept_data = _data_files_of(io, kept_manifests.values(), live_only=True)
+    # a manifest a kept snapshot lists too: every data file it holds is reached through it
+    only_gone = [m for path, m in gone_manifests.items() if path not in kept_manifests]
+    gone_data = _data_files_of(io, only_gone, live_only=False)
     return sorted(
-        (gone_lists - kept_lists) | (gone_manifests - kept_manifests) | (gone_data - kept_data)
+        (gone_lists - kept_lists)
+        | (set(gone_manifests) - set(kept_manifests))
+        | (gone_data - kept_data)
     )
 
 
