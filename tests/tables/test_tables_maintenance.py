@@ -37,6 +37,7 @@ from tables_support import (
     wait_until,
 )
 
+from gregor.tables.maintenance import delete_files
 from gregor.tables.offsets import OFFSETS, offsets_of_summary, table_offsets
 from gregor.tables.schema import ARROW_SCHEMA
 from gregor.testing import InProcessBroker
@@ -338,6 +339,15 @@ def test_expiry_deletes_the_files_only_expired_snapshots_reached(broker: InProce
             return False
 
     wait_until(table_is_after)
+
+    # a file another catalog writer added from elsewhere is never swept, even with a path
+    # that starts under the table and climbs out of it
+    outside = logs(broker) / "not-the-tables.bin"
+    outside.write_bytes(b"broker data")
+    table = open_table(logs(broker), topic)
+    climbing = table.location().rstrip("/") + "/../../../../" + outside.name
+    assert delete_files(table, [outside.as_uri(), str(outside), climbing]) == 0
+    assert outside.read_bytes() == b"broker data"
 
 
 def test_compaction_rewrites_small_files_into_one_with_the_same_rows(

@@ -184,9 +184,16 @@ def unreachable_files(gone: Iterable[Any], after: Any) -> list[str]:
 
 def delete_files(table: Any, paths: Iterable[str]) -> int:
     """Delete ``paths`` with the table's FileIO; returns how many went (one already gone, or
-    refused, is left: expiry does not fail for it, and nothing reaches it any more)."""
+    refused, is left: expiry does not fail for it, and nothing reaches it any more). Only
+    files under the table's location: another writer of the catalog may have added files from
+    anywhere (pyiceberg's ``add_files``), and expiry must never reach past the table (on a
+    local warehouse, into the broker's own log directory)."""
+    location = table.location().rstrip("/") + "/"
     deleted = 0
     for path in paths:
+        if not path.startswith(location) or "/../" in path:
+            log.warning("not deleting %s of an expired snapshot: outside the table", path)
+            continue
         try:
             table.io.delete(path)
         except FileNotFoundError:
