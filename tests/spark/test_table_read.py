@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -38,6 +40,7 @@ pytest.importorskip("pyiceberg")
 from gregor.spark.tables import TableReadError, plan_table, read_table  # noqa: E402
 
 PARTITIONS = 3
+HOUR_MS = 3_600_000
 
 
 @pytest.fixture(scope="module")
@@ -46,12 +49,17 @@ def broker() -> Iterator[InProcessBroker]:
         yield b
 
 
-def produce(bootstrap: str, topic: str, n: int, tag: str) -> None:
+def produce(bootstrap: str, topic: str, n: int, tag: str, timestamps: tuple[int, ...] = ()) -> None:
+    """``n`` records round the partitions; with ``timestamps``, record i has the
+    ``i % len(timestamps)``-th (else the producer's time)."""
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for i in range(n):
         key = None if i % 7 == 0 else f"{tag}k{i}".encode()
         headers = [("h", f"{i}".encode()), ("empty", None)] if i % 3 == 0 else None
-        p.produce(topic, f"{tag}v{i}".encode(), key, partition=i % PARTITIONS, headers=headers)
+        at = {"timestamp": timestamps[i % len(timestamps)]} if timestamps else {}
+        p.produce(
+            topic, f"{tag}v{i}".encode(), key, partition=i % PARTITIONS, headers=headers, **at
+        )
     assert p.flush(30) == 0
 
 
@@ -95,7 +103,9 @@ def test_spark_reads_the_table_as_the_topic_holds_it(spark: Any, broker: InProce
     topic = "table-read"
     bootstrap = broker.bootstrap_servers
     create_table_topic(bootstrap, topic, PARTITIONS)
-    produce(bootstrap, topic, 300, "a")
+    now_ms = int(time.time() * 1000)
+    earlier_ms = now_ms - 2 * HOUR_MS  # two hours: the table's files of one and of the other
+    produce(bootstrap, topic, 300, "a", (earlier_ms, now_ms))
     wait_until(lambda: caught_up(broker, topic))
     first = topic_rows(bootstrap, topic, PARTITIONS)
     assert len(first) == 300
@@ -121,16 +131,21 @@ def test_spark_reads_the_table_as_the_topic_holds_it(spark: Any, broker: InProce
         spark.conf.unset(threshold)
     assert rows_of(listed) == first
 
-    # A row filter prunes the plan (each partition's commits write their own files) and the
-    # frame holds exactly the matching rows.
+    # A row filter prunes the plan (each commit writes a file per hour of the timestamps) and
+    # the frame holds exactly the matching rows.
+    cut = datetime.fromtimestamp((earlier_ms + HOUR_MS // 2) / 1000, UTC).isoformat()
+    earlier_only = f"timestamp < '{cut}' and partition = 1"
     everything = plan_table(topic, bootstrap_servers=bootstrap)
-    only_one = plan_table(topic, bootstrap_servers=bootstrap, row_filter="partition = 1")
-    assert 0 < len(only_one.files) < len(everything.files)
-    for path in only_one.files:
-        parts = pq.read_table(path.removeprefix("file://"), columns=["partition"])
-        assert set(parts.column("partition").to_pylist()) == {1}
-    filtered = read_table(spark, topic, bootstrap_servers=bootstrap, row_filter="partition = 1")
-    assert rows_of(filtered) == [r for r in first if r[0] == 1]
+    pruned = plan_table(topic, bootstrap_servers=bootstrap, row_filter=earlier_only)
+    assert 0 < len(pruned.files) < len(everything.files)
+    for path in pruned.files:
+        stamps = pq.read_table(path.removeprefix("file://"), columns=["timestamp"])
+        assert {t.timestamp() * 1000 for t in stamps.column("timestamp").to_pylist()} == {
+            earlier_ms
+        }
+    filtered = read_table(spark, topic, bootstrap_servers=bootstrap, row_filter=earlier_only)
+    assert rows_of(filtered) == [r for r in first if r[0] == 1 and r[5] == earlier_ms]
+    assert len(rows_of(filtered)) == 50
 
     # More records: the current snapshot has them, the first snapshot does not.
     produce(bootstrap, topic, 90, "b")

@@ -36,7 +36,7 @@ from tables_support import (
     wait_until,
 )
 
-from gregor.tables.offsets import FIRST_OFFSET, NEXT_OFFSET, PARTITION, offsets_snapshot
+from gregor.tables.offsets import offsets_snapshot, ranges_of_summary
 from gregor.tables.offsets import table_offsets as offsets_of_table
 from gregor.testing.iceberg_rest import IcebergRestCatalog, S3Warehouse
 from gregor.testing.inprocess_cluster import InProcessCluster
@@ -122,11 +122,8 @@ def ranges(table: Any) -> dict[int, list[tuple[int, int]]]:
     out: dict[int, list[tuple[int, int]]] = {}
     snapshot = offsets_snapshot(table)
     while snapshot is not None:
-        props = snapshot.summary.additional_properties
-        if PARTITION in props:
-            out.setdefault(int(props[PARTITION]), []).insert(
-                0, (int(props[FIRST_OFFSET]), int(props[NEXT_OFFSET]))
-            )
+        for p, covered in ranges_of_summary(snapshot.summary.additional_properties).items():
+            out.setdefault(p, []).insert(0, covered)
         parent = snapshot.parent_snapshot_id
         snapshot = None if parent is None else table.snapshot_by_id(parent)
     return out

@@ -326,7 +326,7 @@ def test_compaction_and_snapshot_expiry_through_the_rest_server(
         **{"iceberg.maintenance.interval.ms": "100", "iceberg.compaction.min.input.files": "0"},
     )
     offsets = CommittedOffsets(broker.data_dir / "logs", topic, props)
-    for r in range(3):  # a commit, a file, per partition per round
+    for r in range(3):  # a commit, a file, per round at least
         produce(broker.bootstrap_servers, topic, 8, 2, tag=f"r{r}-")
         wait_until(caught_up(broker, offsets, topic, 2))
     catalog = rest_catalog(props)
@@ -335,7 +335,7 @@ def test_compaction_and_snapshot_expiry_through_the_rest_server(
         return catalog.load_table((namespace, topic))
 
     files = len(list(table().scan().plan_files()))
-    assert files == len(table().snapshots()) >= 6
+    assert files == len(table().snapshots()) >= 3
 
     code, out, err = run_command(broker.bootstrap_servers, "tables", "compact", topic)
     assert code == 0, err

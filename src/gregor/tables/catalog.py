@@ -55,6 +55,8 @@ from __future__ import annotations
 import os
 import uuid
 import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -95,6 +97,18 @@ METADATA_DELETE_AFTER_COMMIT = "write.metadata.delete-after-commit.enabled"
 #: The properties a topic's table is made with, and given when it lacks them (an operator's
 #: own value is kept).
 TABLE_DEFAULTS = {METADATA_DELETE_AFTER_COMMIT: "true"}
+
+
+@dataclass(frozen=True)
+class CommitRange:
+    """One partition's rows for a commit: its records in ``[first, next_offset)``, on top of
+    a snapshot whose offset for ``partition`` is ``expected``."""
+
+    partition: int
+    expected: int | None
+    first: int
+    next_offset: int
+    rows: pa.Table
 
 
 class OffsetsMoved(Exception):
@@ -251,19 +265,76 @@ class TopicTable:
         key (``upsert``), on top of a snapshot whose offset for ``partition`` is ``expected``;
         returns the new snapshot id. Raises :class:`OffsetsMoved` when the table is elsewhere
         for this partition, :class:`TableKindMismatch` when the table is of the other kind."""
+        if upsert:
+            return self._upsert(partition, expected, first, next_offset, rows)
+        (done,) = self.commit_ranges([CommitRange(partition, expected, first, next_offset, rows)])
+        if isinstance(done, OffsetsMoved):
+            raise done
+        return done
+
+    def commit_ranges(self, ranges: Sequence[CommitRange]) -> list[int | OffsetsMoved]:
+        """Append several partitions' ranges in one snapshot (one data file per hour for all
+        of them); each range's answer in order: the snapshot id that holds it, or
+        :class:`OffsetsMoved` for a range whose partition the table has elsewhere (left out,
+        the others committed without it). Raises :class:`TableKindMismatch` for an upsert
+        table."""
         from pyiceberg.exceptions import CommitFailedException
 
-        keys, latest = latest_per_key(rows) if upsert else (None, rows)
+        if len({r.partition for r in ranges}) != len(ranges):
+            raise ValueError("one commit takes one range per partition")
+        answers: dict[int, int | OffsetsMoved] = {}
         for _ in range(COMMIT_ATTEMPTS):
             parent = self.offsets()
-            self._check_kind(upsert)
+            self._check_kind(False)
+            going = []
+            for i, r in enumerate(ranges):
+                found = parent.get(r.partition)
+                if i in answers:
+                    continue
+                if found != r.expected:
+                    answers[i] = OffsetsMoved(r.partition, r.expected, found)
+                else:
+                    going.append(i)
+            if not going:
+                break
+            tx = self.table.transaction()
+            props = commit_properties(
+                parent,
+                {ranges[i].partition: (ranges[i].first, ranges[i].next_offset) for i in going},
+            )
+            parts = [ranges[i].rows for i in going]
+            rows = evolved(tx, parts[0] if len(parts) == 1 else pa.concat_tables(parts))
+            tx.append(rows, snapshot_properties=props)
+            crash_point("commit.staged")
+            try:
+                self.table = tx.commit_transaction()
+            except CommitFailedException:
+                continue
+            snapshot_id = int(self.table.current_snapshot().snapshot_id)
+            answers.update((i, snapshot_id) for i in going)
+            break
+        else:
+            raise RuntimeError(
+                f"{self.topic}: {COMMIT_ATTEMPTS} commits in a row lost to concurrent writers"
+            )
+        return [answers[i] for i in range(len(ranges))]
+
+    def _upsert(
+        self, partition: int, expected: int | None, first: int, next_offset: int, rows: pa.Table
+    ) -> int:
+        from pyiceberg.exceptions import CommitFailedException
+
+        keys, latest = latest_per_key(rows)
+        for _ in range(COMMIT_ATTEMPTS):
+            parent = self.offsets()
+            self._check_kind(True)
             found = parent.get(partition)
             if found != expected:
                 raise OffsetsMoved(partition, expected, found)
             tx = self.table.transaction()
-            props = commit_properties(parent, partition, first, next_offset)
+            props = commit_properties(parent, {partition: (first, next_offset)})
             latest = evolved(tx, latest)
-            if keys is not None and len(keys):
+            if len(keys):
                 with warnings.catch_warnings():  # no row of the keys in the table yet: fine
                     warnings.filterwarnings("ignore", "Delete operation did not match")
                     tx.overwrite(

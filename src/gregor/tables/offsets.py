@@ -8,8 +8,11 @@ Every commit of a translator carries, in its snapshot summary:
   upsert table, were applied to it: ``gregor.tables.upsert``), and none at or above it. A commit copies its parent's map and moves its own partition's entry, and it
   commits only on top of the snapshot it read the map from (the catalog's optimistic check),
   so the current snapshot's map is the truth for all partitions;
-* ``gregor.partition``, ``gregor.first-offset``, ``gregor.next-offset``: what this one
-  commit covers (one partition's range ``[first, next)``).
+* ``gregor.ranges``: JSON ``{"<partition>": [<first>, <next>], ...}``, what this one commit
+  covers: each partition's range ``[first, next)`` (one commit may carry several partitions
+  a broker leads: ``gregor.tables.commit_group``);
+* ``gregor.partition``, ``gregor.first-offset``, ``gregor.next-offset``: the same range again
+  when the commit covers one partition (as every commit did before ``gregor.ranges``).
 
 Table maintenance (``gregor.tables.maintenance``: retention deletes, compaction rewrites)
 copies its parent's map unchanged into its own snapshots, so the map stays on the current
@@ -31,6 +34,7 @@ OFFSETS = "gregor.offsets"
 PARTITION = "gregor.partition"
 FIRST_OFFSET = "gregor.first-offset"
 NEXT_OFFSET = "gregor.next-offset"
+RANGES = "gregor.ranges"
 #: What a maintenance commit did (``retention``, ``compaction``); it covers no new offsets.
 MAINTENANCE = "gregor.maintenance"
 
@@ -83,14 +87,40 @@ def carried_properties(parent: Mapping[int, int], operation: str) -> dict[str, s
 
 
 def commit_properties(
-    parent: Mapping[int, int], partition: int, first: int, next_offset: int
+    parent: Mapping[int, int], ranges: Mapping[int, tuple[int, int]]
 ) -> dict[str, str]:
-    """The summary properties of a commit of ``[first, next_offset)`` of ``partition``."""
+    """The summary properties of a commit of each ``partition: (first, next_offset)`` of
+    ``ranges``."""
     offsets = dict(parent)
-    offsets[partition] = next_offset
-    return {
+    for partition, (_, next_offset) in ranges.items():
+        offsets[partition] = next_offset
+    props = {
         OFFSETS: json.dumps({str(p): o for p, o in sorted(offsets.items())}),
-        PARTITION: str(partition),
-        FIRST_OFFSET: str(first),
-        NEXT_OFFSET: str(next_offset),
+        RANGES: json.dumps({str(p): [f, n] for p, (f, n) in sorted(ranges.items())}),
     }
+    if len(ranges) == 1:
+        ((partition, (first, next_offset)),) = ranges.items()
+        props.update(
+            {PARTITION: str(partition), FIRST_OFFSET: str(first), NEXT_OFFSET: str(next_offset)}
+        )
+    return props
+
+
+def ranges_of_summary(properties: Mapping[str, str] | None) -> dict[int, tuple[int, int]]:
+    """What one commit covers, ``partition: (first, next)``, from its summary properties
+    (empty: a maintenance commit, or a snapshot some other writer made)."""
+    if not properties:
+        return {}
+    if RANGES in properties:
+        raw = json.loads(properties[RANGES])
+        if not isinstance(raw, dict):
+            raise ValueError(f"{RANGES} is not a JSON object: {properties[RANGES]!r}")
+        return {int(p): (int(r[0]), int(r[1])) for p, r in raw.items()}
+    if PARTITION in properties:
+        return {
+            int(properties[PARTITION]): (
+                int(properties[FIRST_OFFSET]),
+                int(properties[NEXT_OFFSET]),
+            )
+        }
+    return {}

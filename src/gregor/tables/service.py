@@ -9,7 +9,9 @@ translator resumes from the table, so a restart is always safe). All catalog wor
 tables, commits) runs in one worker thread, one job at a time: commits of one topic's
 partitions never race inside a broker, and pyiceberg's SQL catalog on SQLite sees one writer
 per process. Writers in other processes (another broker, after a leader change) are fenced
-by the catalog's optimistic commit (``gregor.tables.catalog``). The translator of a topic's
+by the catalog's optimistic commit (``gregor.tables.catalog``). The append translators of a
+topic commit through one ``CommitGroup`` (``gregor.tables.commit_group``): the partitions'
+commits that fall due together become one snapshot. The translator of a topic's
 partition 0 runs the table's maintenance beside it (retention, snapshot expiry, compaction;
 ``gregor.tables.maintenance``), in the same catalog thread.
 
@@ -41,6 +43,7 @@ from gregor.tables.source import PartitionSource
 
 if TYPE_CHECKING:
     from gregor.tables.catalog import TableCatalog, TopicTable
+    from gregor.tables.commit_group import CommitGroup
     from gregor.tables.dead_letters import TypedTranslation
     from gregor.tables.maintenance import TableMaintenance
     from gregor.tables.translator import PartitionTranslator
@@ -84,6 +87,7 @@ class TableTranslation:
         self._catalog: TableCatalog | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gregor-tables")
         self._tables: dict[str, TopicTable] = {}
+        self._groups: dict[str, CommitGroup] = {}
         self._running: dict[tuple[str, int], _Running] = {}
         self._warehouse_checked = False
 
@@ -160,6 +164,8 @@ class TableTranslation:
         }
         for topic in dropped:
             del self._tables[topic]
+        for topic in [t for t in self._groups if t not in self._tables]:
+            self._groups.pop(topic).cancel()
 
     async def _translate(self, running: _Running) -> None:
         from gregor.tables.catalog import TopicTable
@@ -185,6 +191,13 @@ class TableTranslation:
                 failures.failed(e)
                 await asyncio.sleep(1.0)
         failures.succeeded()
+        group = None
+        if typed is None and not w.config.upsert:
+            from gregor.tables.commit_group import CommitGroup
+
+            group = self._groups.get(topic)
+            if group is None or group.table is not table:
+                group = self._groups[topic] = CommitGroup(table, self.run_catalog)
         running.translator = PartitionTranslator(
             w.source,
             table,
@@ -192,6 +205,7 @@ class TableTranslation:
             target_lag_ms=w.config.target_lag_ms,
             upsert=w.config.upsert,
             typed=typed,
+            group=group,
         )
         if w.source.index != MAINTAINER_PARTITION:
             await running.translator.run()
@@ -241,4 +255,7 @@ class TableTranslation:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        for group in self._groups.values():
+            group.cancel()
+        self._groups.clear()
         await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown)

@@ -26,6 +26,11 @@ replaces the rows of the keys ``[first, position)`` touches with each key's late
 (``gregor.tables.upsert``), and it is also due when the buffer holds
 ``upsert.MAX_COMMIT_ROWS`` rows (one commit's keys are one filter).
 
+An append translator (``key_value``) commits through its topic's
+:class:`~gregor.tables.commit_group.CommitGroup`: the commits of the topic's partitions this
+broker leads that fall due together, and those of the partitions the group calls when one
+falls due, become one snapshot with one data file per hour (fewer, larger files).
+
 Nothing is kept across a crash but the table: a new translator resumes at the table's
 offset, so the table is always a prefix of the partition's committed records, each once.
 
@@ -46,7 +51,8 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import pyarrow as pa
 
-from gregor.tables.catalog import OffsetsMoved, TopicTable
+from gregor.tables.catalog import CommitRange, OffsetsMoved, TopicTable
+from gregor.tables.commit_group import CommitGroup
 from gregor.tables.dead_letters import TypedTranslation
 from gregor.tables.failures import RepeatedFailure
 from gregor.tables.faults import crash_point
@@ -81,8 +87,13 @@ class PartitionTranslator:
         max_buffer_bytes: int = MAX_BUFFER_BYTES,
         upsert: bool = False,
         typed: TypedTranslation | None = None,
+        group: CommitGroup | None = None,
     ) -> None:
+        if group is not None and (upsert or typed is not None):
+            raise ValueError("upsert and typed translators commit alone")
         self.source = source
+        self.group = group
+        self._wakeup: asyncio.Future[None] | None = None
         self.typed = typed
         self.table = table
         self.run_catalog = run_catalog
@@ -106,15 +117,30 @@ class PartitionTranslator:
 
     async def run(self) -> None:
         """Translate until cancelled; failures are logged and retried."""
-        while True:
-            try:
-                await self._resume()
-                await self._translate()
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # noqa: BLE001 - a failed read or commit: start again from the table
-                self._failures.failed(e)
-                await asyncio.sleep(RETRY_S)
+        if self.group is not None:
+            self.group.join(self)
+        try:
+            while True:
+                try:
+                    await self._resume()
+                    await self._translate()
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:  # noqa: BLE001 - a failed read or commit: start again from the table
+                    self._failures.failed(e)
+                    await asyncio.sleep(RETRY_S)
+        finally:
+            if self.group is not None:
+                self.group.leave(self)
+
+    def holds_rows(self) -> bool:
+        """Rows are buffered that no commit has taken (the commit group asks)."""
+        return self._oldest is not None
+
+    def wake(self) -> None:
+        """The commit group calls: stop waiting for records."""
+        if self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.set_result(None)
 
     async def _resume(self) -> None:
         offsets = await self.run_catalog(self.table.offsets)
@@ -179,7 +205,7 @@ class PartitionTranslator:
     def _due(self) -> bool:
         if self._oldest is None:
             return False
-        if self._full():
+        if self._full() or (self.group is not None and self.group.called(self)):
             return True
         return (time.monotonic() - self._oldest) * 1000 >= self.target_lag_ms
 
@@ -198,11 +224,13 @@ class PartitionTranslator:
         if self._oldest is not None:
             timeout = max(0.0, self._oldest + self.target_lag_ms / 1000 - time.monotonic())
         fut = source.wait()
+        self._wakeup = asyncio.get_running_loop().create_future()
         try:
-            await asyncio.wait_for(asyncio.shield(fut), timeout)
-        except TimeoutError:
-            pass
+            await asyncio.wait(
+                (fut, self._wakeup), timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
         finally:
+            self._wakeup = None
             source.forget(fut)
 
     async def _commit(self) -> None:
@@ -220,9 +248,12 @@ class PartitionTranslator:
         try:
             if self.typed is not None:
                 await self.typed.commit(first, nxt)
-            await self.run_catalog(
-                lambda: self.table.commit(partition, expected, first, nxt, rows, self.upsert)
-            )
+            if self.group is not None:
+                await self.group.commit(self, CommitRange(partition, expected, first, nxt, rows))
+            else:
+                await self.run_catalog(
+                    lambda: self.table.commit(partition, expected, first, nxt, rows, self.upsert)
+                )
         except OffsetsMoved as e:
             if self.typed is not None:
                 raise  # resume from both tables (the run loop)
