@@ -21,8 +21,9 @@ from tables_support import (
 from test_tables_concurrent_commits import rows, writer
 from test_tables_translate import caught_up, produce
 
-from gregor.tables.catalog import CommitRange, OffsetsMoved
+from gregor.tables.catalog import HOUR_US, CommitRange, OffsetsMoved, one_hour
 from gregor.tables.offsets import offsets_snapshot, ranges_of_summary, table_offsets
+from gregor.tables.schema import ARROW_SCHEMA
 from gregor.testing import InProcessBroker
 
 
@@ -135,3 +136,44 @@ def test_the_partitions_a_broker_leads_commit_together(broker: InProcessBroker) 
         broker.bootstrap_servers, topic, 4
     )
     assert [t.commits for _, t in sorted(translators.items())] == [1, 1, 1, 1]
+
+
+def files_by_partition(table: Any) -> list[tuple[Any, int]]:
+    return sorted((t.file.partition[0], t.file.record_count) for t in table.scan().plan_files())
+
+
+def test_rows_of_one_hour_are_written_as_pyiceberg_writes_them(tmp_path: Path) -> None:
+    """The one-hour write (no split by partition) gives the file the partition value
+    pyiceberg's own append gives it; a filter on the timestamp prunes it the same way; rows of
+    two hours go through pyiceberg's split, a file per hour."""
+    ours, theirs = writer(tmp_path / "ours"), writer(tmp_path / "theirs")
+    hour_rows = pa.concat_tables([rows(0, 0, 6), rows(1, 0, 4)])
+    assert one_hour(hour_rows) == 1_795_000_000_000_000 // HOUR_US
+    ours.commit_ranges(
+        [CommitRange(0, None, 0, 6, rows(0, 0, 6)), CommitRange(1, None, 0, 4, rows(1, 0, 4))]
+    )
+    theirs.table.append(hour_rows)
+    expected = [(1_795_000_000_000_000 // HOUR_US, 10)]
+    assert files_by_partition(ours.table) == files_by_partition(theirs.table) == expected
+    assert (
+        ours.table.scan()
+        .to_arrow()
+        .sort_by("value")
+        .equals(theirs.table.scan().to_arrow().sort_by("value"))
+    )
+    # 1_795_000_000 s is 2026-11-18 11:06:40 UTC
+    after = "timestamp > '2026-11-18T12:00:00+00:00'"
+    assert list(ours.table.scan(row_filter=after).plan_files()) == []
+    before = "timestamp < '2026-11-18T12:00:00+00:00'"
+    assert len(list(ours.table.scan(row_filter=before).plan_files())) == 1
+
+    later = rows(0, 6, 3).set_column(
+        3,
+        "timestamp",
+        pa.array([1_795_000_000_000_000 + 2 * HOUR_US] * 3, ARROW_SCHEMA.field(3).type),
+    )
+    assert one_hour(pa.concat_tables([rows(0, 6, 2), later])) is None
+    ours.commit(0, 6, 6, 11, pa.concat_tables([rows(0, 6, 2), later.slice(0, 3)]))
+    hour = 1_795_000_000_000_000 // HOUR_US
+    assert files_by_partition(ours.table) == [(hour, 2), (hour, 10), (hour + 2, 3)]
+    assert table_offsets(ours.table) == {0: 11, 1: 4}
