@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -293,95 +294,102 @@ def main() -> None:
     from gregor.testing import BrokerProcess
 
     work = Path(tempfile.mkdtemp(prefix="gregor-bench-tables-"))
-    with BrokerProcess(data_dir=work / "broker", config={"log.retention.ms": "-1"}) as broker:
-        bs = broker.bootstrap_servers
-        data_dir = broker.data_dir / "logs"
-        n, parts = args.records, args.partitions
+    try:
+        with BrokerProcess(data_dir=work / "broker", config={"log.retention.ms": "-1"}) as broker:
+            bs = broker.bootstrap_servers
+            data_dir = broker.data_dir / "logs"
+            n, parts = args.records, args.partitions
 
-        # 1. produce with the table on and off
-        on_rates, off_rates = [], []
-        for r in range(args.rounds):
-            lag = str(args.produce_lag_ms)
-            create(
-                bs, f"on-{r}", parts, **{"iceberg.mode": "key_value", "iceberg.target.lag.ms": lag}
-            )
-            create(bs, f"off-{r}", parts)
-            pair = [("on", f"on-{r}"), ("off", f"off-{r}")]
-            for kind, topic in pair if r % 2 == 0 else pair[::-1]:
-                rate = produce(bs, topic, n // args.rounds)
-                (on_rates if kind == "on" else off_rates).append(rate)
-                if kind == "on":  # the next round starts on an idle broker
-                    wait_caught_up(TableOffsets(data_dir, topic), ends(bs, topic, parts))
-        on, off = statistics.median(on_rates), statistics.median(off_rates)
-        print(
-            f"produce 100 B, {n // args.rounds:,} records a round, median of {args.rounds}, "
-            f"iceberg.target.lag.ms={args.produce_lag_ms}:"
-        )
-        print(
-            f"  table on  {on:12,.0f} records/s   rounds: {', '.join(f'{x:,.0f}' for x in on_rates)}"
-        )
-        print(
-            f"  table off {off:12,.0f} records/s   rounds: {', '.join(f'{x:,.0f}' for x in off_rates)}"
-        )
-        print(f"  on / off  {on / off:12.2f}   (goal >= 0.8)")
-
-        # 2. Spark: through the table, through the topic, plain Parquet
-        topic = "spark"
-        create(  # maintenance later (compacted_rounds): the table as translated first
-            bs,
-            topic,
-            parts,
-            **{
-                "iceberg.mode": "key_value",
-                "iceberg.target.lag.ms": "1000",
-                "iceberg.maintenance.interval.ms": "3600000",
-            },
-        )
-        produce(bs, topic, n)
-        wait_caught_up(TableOffsets(data_dir, topic), ends(bs, topic, parts))
-        spark = local_session("bench-tables", master=args.master)
-        spark.sparkContext.setLogLevel("ERROR")
-        try:
-            times = spark_rounds(spark, bs, topic, work / "plain.parquet", args.rounds)
-            files, compacted = compacted_rounds(spark, bs, topic, data_dir, args.rounds)
-        finally:
-            spark.stop()
-        med = {k: statistics.median(v) for k, v in times.items()}
-        print(f"\nSpark ({args.master}), count and value bytes per partition of {n:,} records:")
-        for k in ("table", "source", "parquet"):
+            # 1. produce with the table on and off
+            on_rates, off_rates = [], []
+            for r in range(args.rounds):
+                lag = str(args.produce_lag_ms)
+                create(
+                    bs,
+                    f"on-{r}",
+                    parts,
+                    **{"iceberg.mode": "key_value", "iceberg.target.lag.ms": lag},
+                )
+                create(bs, f"off-{r}", parts)
+                pair = [("on", f"on-{r}"), ("off", f"off-{r}")]
+                for kind, topic in pair if r % 2 == 0 else pair[::-1]:
+                    rate = produce(bs, topic, n // args.rounds)
+                    (on_rates if kind == "on" else off_rates).append(rate)
+                    if kind == "on":  # the next round starts on an idle broker
+                        wait_caught_up(TableOffsets(data_dir, topic), ends(bs, topic, parts))
+            on, off = statistics.median(on_rates), statistics.median(off_rates)
             print(
-                f"  {k:8} {med[k]:7.2f} s  {n / med[k]:12,.0f} records/s   rounds: "
-                + ", ".join(f"{x:.2f}" for x in times[k])
+                f"produce 100 B, {n // args.rounds:,} records a round, median of {args.rounds}, "
+                f"iceberg.target.lag.ms={args.produce_lag_ms}:"
             )
-        print(f"  table / source   {med['source'] / med['table']:5.2f}x  (goal >= 2.5)")
-        print(f"  table / Parquet  {med['parquet'] / med['table']:5.2f}   (goal >= 0.8)")
-        after = statistics.median(compacted)
-        print(
-            f"  the table as translated had {files[0]} data files; the broker's maintenance "
-            f"compacted it to {files[1]}:"
-        )
-        print(
-            f"  table, compacted {after:7.2f} s  {n / after:12,.0f} records/s   rounds: "
-            + ", ".join(f"{x:.2f}" for x in compacted)
-        )
-        print(f"  compacted table / source   {med['source'] / after:5.2f}x  (goal >= 2.5)")
-        print(f"  compacted table / Parquet  {med['parquet'] / after:5.2f}   (goal >= 0.8)")
+            print(
+                f"  table on  {on:12,.0f} records/s   rounds: {', '.join(f'{x:,.0f}' for x in on_rates)}"
+            )
+            print(
+                f"  table off {off:12,.0f} records/s   rounds: {', '.join(f'{x:,.0f}' for x in off_rates)}"
+            )
+            print(f"  on / off  {on / off:12.2f}   (goal >= 0.8)")
 
-        # 3. freshness
-        print(f"\nfreshness, iceberg.target.lag.ms={args.lag_ms}, 1 KB records:")
-        for rate in (float(x) for x in args.rates.split(",")):
-            t = f"fresh-{rate:g}"
-            create(
+            # 2. Spark: through the table, through the topic, plain Parquet
+            topic = "spark"
+            create(  # maintenance later (compacted_rounds): the table as translated first
                 bs,
-                t,
+                topic,
                 parts,
-                **{"iceberg.mode": "key_value", "iceberg.target.lag.ms": str(args.lag_ms)},
+                **{
+                    "iceberg.mode": "key_value",
+                    "iceberg.target.lag.ms": "1000",
+                    "iceberg.maintenance.interval.ms": "3600000",
+                },
             )
-            seen = freshness(bs, data_dir, t, rate, args.seconds)
+            produce(bs, topic, n)
+            wait_caught_up(TableOffsets(data_dir, topic), ends(bs, topic, parts))
+            spark = local_session("bench-tables", master=args.master)
+            spark.sparkContext.setLogLevel("ERROR")
+            try:
+                times = spark_rounds(spark, bs, topic, work / "plain.parquet", args.rounds)
+                files, compacted = compacted_rounds(spark, bs, topic, data_dir, args.rounds)
+            finally:
+                spark.stop()
+            med = {k: statistics.median(v) for k, v in times.items()}
+            print(f"\nSpark ({args.master}), count and value bytes per partition of {n:,} records:")
+            for k in ("table", "source", "parquet"):
+                print(
+                    f"  {k:8} {med[k]:7.2f} s  {n / med[k]:12,.0f} records/s   rounds: "
+                    + ", ".join(f"{x:.2f}" for x in times[k])
+                )
+            print(f"  table / source   {med['source'] / med['table']:5.2f}x  (goal >= 2.5)")
+            print(f"  table / Parquet  {med['parquet'] / med['table']:5.2f}   (goal >= 0.8)")
+            after = statistics.median(compacted)
             print(
-                f"  {rate:5g} MB/s  {len(seen):8,} records  p50 {pct(seen, 0.5):6.2f} s  "
-                f"p95 {pct(seen, 0.95):6.2f} s  max {max(seen):6.2f} s"
+                f"  the table as translated had {files[0]} data files; the broker's maintenance "
+                f"compacted it to {files[1]}:"
             )
+            print(
+                f"  table, compacted {after:7.2f} s  {n / after:12,.0f} records/s   rounds: "
+                + ", ".join(f"{x:.2f}" for x in compacted)
+            )
+            print(f"  compacted table / source   {med['source'] / after:5.2f}x  (goal >= 2.5)")
+            print(f"  compacted table / Parquet  {med['parquet'] / after:5.2f}   (goal >= 0.8)")
+
+            # 3. freshness
+            print(f"\nfreshness, iceberg.target.lag.ms={args.lag_ms}, 1 KB records:")
+            for rate in (float(x) for x in args.rates.split(",")):
+                t = f"fresh-{rate:g}"
+                create(
+                    bs,
+                    t,
+                    parts,
+                    **{"iceberg.mode": "key_value", "iceberg.target.lag.ms": str(args.lag_ms)},
+                )
+                seen = freshness(bs, data_dir, t, rate, args.seconds)
+                print(
+                    f"  {rate:5g} MB/s  {len(seen):8,} records  p50 {pct(seen, 0.5):6.2f} s  "
+                    f"p95 {pct(seen, 0.95):6.2f} s  max {max(seen):6.2f} s"
+                )
+
+    finally:  # the broker's logs and the tables: gigabytes at 10 M records
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

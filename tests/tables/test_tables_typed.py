@@ -25,7 +25,7 @@ from confluent_kafka.admin import (
     ConfigResource,
     NewTopic,
 )
-from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from tables_support import (
@@ -251,6 +251,80 @@ def test_avro_values_typed_evolved_and_dead_lettered_exactly(served: Served) -> 
     assert scan(served, topic + "~dlq") == dead
     current = open_table(served.broker.data_dir / "logs", topic + "~dlq").current_snapshot()
     assert current.summary.additional_properties["gregor.maintenance"] == "compaction"
+
+
+def test_value_schema_latest_types_bare_payloads_with_the_subjects_latest_schema(
+    served: Served,
+) -> None:
+    """``value_schema_latest``: the values are bare Avro payloads (no frame), read with the
+    latest schema of ``<topic>-value``; one that does not decode is a dead letter; a tombstone
+    is a row whose value is null."""
+    import io
+
+    import fastavro
+
+    topic = "bare"
+    bootstrap = served.broker.bootstrap_servers
+    SchemaRegistryClient({"url": served.url}).register_schema(
+        f"{topic}-value", Schema(json.dumps(V1), "AVRO")
+    )
+    create_table_topic(bootstrap, topic, 1, **{"iceberg.mode": "value_schema_latest"})
+    parsed = fastavro.parse_schema(V1)
+
+    def bare(i: int) -> bytes:
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, parsed, order(i))
+        return out.getvalue()
+
+    values: list[bytes | None] = [bare(i) for i in range(4)]
+    values += [b"\x01", None, bare(6)]  # 4: no record decodes from it; 5: a tombstone
+    produce(bootstrap, topic, values)
+    wait_until(lambda: both_caught_up(served, topic))
+
+    main = scan(served, topic)
+    dead = scan(served, topic + "~dlq")
+    schema_id = SchemaRegistryClient({"url": served.url}).get_latest_version(f"{topic}-value")
+    assert [(r["offset"], r["error"]) for r in dead] == [
+        (4, f"the value does not decode with schema id {schema_id.schema_id}")
+    ]
+    assert dead[0]["value"] == b"\x01" and dead[0]["key"] == b"k4"
+    assert [r["offset"] for r in main] == [0, 1, 2, 3, 5, 6]
+    assert [r["value"] for r in main] == [order(i) for i in range(4)] + [None, order(6)]
+    assert [r["key"] for r in main] == [f"k{i}".encode() for i in (0, 1, 2, 3, 5, 6)]
+
+
+def test_json_schema_values_are_typed(served: Served) -> None:
+    """``value_schema_id_prefix`` with JSON Schema: confluent-kafka's JSONSerializer's values
+    land in the ``value`` struct as written."""
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+
+    topic = "json-orders"
+    bootstrap = served.broker.bootstrap_servers
+    create_table_topic(bootstrap, topic, 1, **{"iceberg.mode": "value_schema_id_prefix"})
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": "Order",
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "qty": {"type": "integer"},
+            "price": {"type": "number"},
+        },
+        "required": ["id", "qty", "price"],
+    }
+    serialize = JSONSerializer(
+        json.dumps(schema),
+        SchemaRegistryClient({"url": served.url}),
+        conf={"auto.register.schemas": True},
+    )
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    orders = [{"id": f"o{i}", "qty": i, "price": i / 4} for i in range(5)]
+    produce(bootstrap, topic, [serialize(o, ctx) for o in orders])
+    wait_until(lambda: both_caught_up(served, topic))
+    main = scan(served, topic)
+    assert scan(served, topic + "~dlq") == []
+    assert [r["offset"] for r in main] == list(range(5))
+    assert [r["value"] for r in main] == orders
 
 
 def test_a_typed_mode_without_a_registry_is_refused() -> None:
