@@ -24,9 +24,9 @@ without a JVM package (hadoop-aws): its files are read by Spark tasks of the Pyt
 (the credentials from the catalog properties given, else the executors' AWS environment).
 
 Spark lists the paths it is given itself; past ``spark.sql.sources.parallelPartitionDiscovery
-.threshold`` paths (32) it lists them with a Spark job of its own, about 0.6 s for a table read
-as translated (a file per commit and partition: 45 files at 10 M records) against 0.1 s listed
-on the driver. A classic session's reader resolves the files when the frame is made, so the
+.threshold`` paths (32) it lists them with a Spark job of its own, about 0.6 s for a table of 45
+files (as translated when each partition committed alone: 10 M records at a 1 s lag) against
+0.1 s listed on the driver. A classic session's reader resolves the files when the frame is made, so the
 threshold is raised to the plan's file count for that call only (:func:`_listed_on_the_driver`;
 a Spark Connect session resolves on the server later, and keeps its own setting).
 

@@ -14,7 +14,8 @@ The loop reads through the same path a read_committed Fetch takes (``PartitionSo
 the last stable offset, with the aborted-transaction list), converts in a worker thread
 (``gregor.tables.schema.RowConverter``: control batches and aborted records dropped), and
 buffers the rows. A commit is due when the oldest buffered read is ``iceberg.target.lag.ms``
-old or the buffer holds ``max_buffer_bytes``; it appends ``[first, position)`` on top of a
+old (records that came while the last commit ran count from that commit's start) or the
+buffer holds ``max_buffer_bytes``; it appends ``[first, position)`` on top of a
 snapshot whose offset for this partition is ``committed`` (``gregor.tables.catalog``) and
 moves ``committed`` and ``first`` to ``position``. A commit that finds the table elsewhere
 (another writer moved the partition on) drops the buffer and resumes from the table's offset.
@@ -234,6 +235,7 @@ class PartitionTranslator:
             source.forget(fut)
 
     async def _commit(self) -> None:
+        began = time.monotonic()
         crash_point("commit.begin")
         if self.typed is not None:
             rows = self.typed.typed_rows(self._rows, TYPED_ARROW_SCHEMA)
@@ -266,4 +268,6 @@ class PartitionTranslator:
         self.committed = self.first = nxt
         self._rows = []
         self._bytes = self._count = 0
-        self._oldest = None
+        # records that came while the commit ran (none read: the loop waited for it) are
+        # older than their read will be: their lag counts from the commit's start
+        self._oldest = began if self.position < self.source.last_stable_offset else None
