@@ -55,7 +55,7 @@ from __future__ import annotations
 import os
 import uuid
 import warnings
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,6 +85,8 @@ from gregor.tables.upsert import (
     touched_keys_filter,
 )
 
+#: Runs blocking catalog work off the loop, one job at a time (the tables service's executor).
+CatalogRunner = Callable[[Callable[[], object]], Awaitable[object]]
 #: Attempts of one commit against concurrent writers of other partitions.
 COMMIT_ATTEMPTS = 50
 #: Iceberg's property: how often a writer re-applies a lost commit on the winner's snapshot.
@@ -357,9 +359,9 @@ class TopicTable:
             self._check_kind(False)
             going = []
             for i, r in enumerate(ranges):
-                found = parent.get(r.partition)
                 if i in answers:
                     continue
+                found = parent.get(r.partition)
                 if found != r.expected:
                     answers[i] = OffsetsMoved(r.partition, r.expected, found)
                 else:

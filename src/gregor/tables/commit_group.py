@@ -32,17 +32,14 @@ commit alone: an upsert commit is one partition's overwrite, a typed commit writ
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from gregor.tables.catalog import CommitRange, OffsetsMoved, TopicTable
+from gregor.tables.catalog import CatalogRunner, CommitRange, OffsetsMoved, TopicTable
 
 __all__ = ["GATHER_S", "CommitGroup", "Member"]
 
 #: The longest a gathering waits for a called translator's rows.
 GATHER_S = 0.5
-
-CatalogRunner = Callable[[Callable[[], object]], Awaitable[object]]
 
 
 class Member(Protocol):
@@ -64,9 +61,6 @@ class CommitGroup:
         self.table = table
         self.run_catalog = run_catalog
         self.gather_s = gather_s
-        #: catalog commits made (each one snapshot), and the ranges they took
-        self.commits = 0
-        self.ranges = 0
         self._members: set[Member] = set()
         self._handed: dict[Member, tuple[CommitRange, asyncio.Future[int]]] = {}
         self._calling: set[Member] = set()
@@ -154,9 +148,6 @@ class CommitGroup:
             if not isinstance(e, Exception):
                 raise
         else:
-            taken = sum(1 for a in answers if not isinstance(a, OffsetsMoved))
-            self.commits += 1 if taken else 0
-            self.ranges += taken
             for (_, fut), answer in zip(batch, answers, strict=True):
                 if fut.done():
                     continue

@@ -21,16 +21,12 @@ rows all have one type; the commit evolves the table to it.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gregor.tables.catalog import OffsetsMoved, TopicTable
+from gregor.tables.catalog import CatalogRunner, OffsetsMoved, TopicTable
 from gregor.tables.faults import crash_point
 from gregor.tables.typed import TypedConverter, conform
-
-CatalogRunner = Callable[[Callable[[], object]], Awaitable[object]]
 
 
 class DeadLettersMoved(RuntimeError):

@@ -48,11 +48,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 
 import pyarrow as pa
 
-from gregor.tables.catalog import CommitRange, OffsetsMoved, TopicTable
+from gregor.tables.catalog import CatalogRunner, CommitRange, OffsetsMoved, TopicTable
 from gregor.tables.commit_group import CommitGroup
 from gregor.tables.dead_letters import TypedTranslation
 from gregor.tables.failures import RepeatedFailure
@@ -71,10 +71,6 @@ READ_BYTES = 4 << 20
 MAX_BUFFER_BYTES = 64 << 20
 #: Pause after a failed read or commit before the translator tries again.
 RETRY_S = 1.0
-
-
-#: Runs blocking catalog work off the loop, one job at a time (the service's executor).
-CatalogRunner = Callable[[Callable[[], object]], Awaitable[object]]
 
 
 class PartitionTranslator:
