@@ -8,6 +8,7 @@ a translator restarted after any of these resumes with no record lost or duplica
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -37,6 +38,7 @@ from tables_support import (
     wait_until,
 )
 
+from gregor.tables import maintenance
 from gregor.tables.maintenance import delete_files
 from gregor.tables.offsets import OFFSETS, offsets_of_summary, table_offsets
 from gregor.tables.schema import ARROW_SCHEMA
@@ -390,6 +392,43 @@ def test_compaction_rewrites_small_files_into_one_with_the_same_rows(
     rounds(broker, topic, 3, 1, hour)
     assert_topic_equals_table_and_offsets(broker, topic, 3)
     assert committed_offsets(logs(broker), topic) == {0: 24, 1: 24, 2: 24}
+
+
+def test_a_long_maintenance_pass_holds_up_no_commit(
+    broker: InProcessBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compaction reads and writes an hour's files, seconds of work for a large table: held
+    at its start, the broker's translators still commit, its own table's and another topic's
+    (only the pass's catalog calls share the catalog thread with them); released, it
+    compacts."""
+    held, release = threading.Event(), threading.Event()
+    real_compact = maintenance.compact
+
+    def held_compact(topic_table: Any, *args: Any) -> maintenance.Compaction:
+        if topic_table.topic == "maintained" and not release.is_set():
+            held.set()
+            release.wait()
+        return real_compact(topic_table, *args)
+
+    monkeypatch.setattr(maintenance, "compact", held_compact)
+    hour = int(time.time() * 1000)
+    try:
+        create_table_topic(
+            broker.bootstrap_servers,
+            "maintained",
+            2,
+            **{"iceberg.maintenance.interval.ms": "100", "iceberg.compaction.min.input.files": "2"},
+        )
+        wait_until(held.is_set)  # the first pass, as partition 0's translator starts
+        rounds(broker, "maintained", 2, 3, hour)  # three commits at least, the pass held
+        create_table_topic(broker.bootstrap_servers, "other", 2)
+        rounds(broker, "other", 2, 2, hour)
+        assert data_files(open_table(logs(broker), "maintained")) >= 3
+    finally:
+        release.set()
+    wait_until(lambda: data_files(open_table(logs(broker), "maintained")) == 1)
+    for topic in ("maintained", "other"):
+        assert table_rows(logs(broker), topic) == topic_rows(broker.bootstrap_servers, topic, 2)
 
 
 def test_tables_snapshots_and_compact_commands(broker: InProcessBroker) -> None:

@@ -5,7 +5,11 @@ lag; left alone, the table grows without bound in rows (the log's retention does
 it), in snapshots (one per commit) and in files (small ones, slow to plan and read). One
 writer per table maintains it: the broker that leads the topic's partition 0 runs a
 :class:`TableMaintenance` beside that partition's translator (``gregor.tables.service``),
-which every ``iceberg.maintenance.interval.ms`` runs, in the catalog thread, one pass:
+which every ``iceberg.maintenance.interval.ms`` runs one pass in the broker's maintenance
+thread. A pass reads and writes data files there (a compaction of an hour's files can take
+many seconds), and hands only its catalog calls (reloading the table, committing) to the
+catalog thread (``InCatalogThread``), one call at a time: the translators' commits of every
+table on the broker go on meanwhile instead of queueing behind the pass.
 
 1. **retention** (:func:`delete_expired_rows`): with ``iceberg.retention.ms`` >= 0, the rows
    whose record timestamp is older than now minus it are deleted with pyiceberg's delete
@@ -49,7 +53,7 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -61,6 +65,15 @@ from gregor.tables.settings import TopicTableConfig
 from gregor.tables.translator import CatalogRunner
 
 log = logging.getLogger("gregor.tables")
+
+#: Runs a catalog call (a table's reload, a transaction's commit) in the catalog thread and
+#: gives its result; a pass called directly (tests, tools) makes its calls itself.
+InCatalogThread = Callable[[Callable[[], Any]], Any]
+
+
+def _here(call: Callable[[], Any]) -> Any:
+    return call()
+
 
 #: Attempts of one maintenance step against concurrent commits.
 ATTEMPTS = 50
@@ -88,7 +101,10 @@ def _int_property(table: Any, name: str, default: int) -> int:
 
 
 def delete_expired_rows(
-    topic_table: TopicTable, retention_ms: int, now_ms: int | None = None
+    topic_table: TopicTable,
+    retention_ms: int,
+    now_ms: int | None = None,
+    catalog: InCatalogThread = _here,
 ) -> int:
     """Delete the rows whose timestamp is before ``now - retention_ms``; returns the number of
     data files the table had that held such rows (0: nothing to delete, no commit)."""
@@ -101,7 +117,7 @@ def delete_expired_rows(
     # pyiceberg's predicates are pydantic models whose __init__ mypy does not see
     row_filter = LessThan("timestamp", cutoff)  # type: ignore[call-arg,arg-type]
     for _ in range(ATTEMPTS):
-        topic_table.offsets()  # reloads the table
+        catalog(topic_table.offsets)  # reloads the table
         table = topic_table.table
         matching = len(list(table.scan(row_filter=row_filter).plan_files()))
         if not matching:
@@ -111,7 +127,7 @@ def delete_expired_rows(
             row_filter, snapshot_properties=carried_properties(table_offsets(table), "retention")
         )
         try:
-            topic_table.table = tx.commit_transaction()
+            topic_table.table = catalog(tx.commit_transaction)
         except _commit_failed():
             continue
         return matching
@@ -213,14 +229,16 @@ class Expiry:
     files_deleted: int = 0
 
 
-def expire_snapshots(topic_table: TopicTable, now_ms: int | None = None) -> Expiry:
+def expire_snapshots(
+    topic_table: TopicTable, now_ms: int | None = None, catalog: InCatalogThread = _here
+) -> Expiry:
     """Remove the snapshots :func:`snapshots_to_expire` names, then the files only they
     reached (:func:`unreachable_files`)."""
     from pyiceberg.table import Transaction
     from pyiceberg.table.update.snapshot import ExpireSnapshots
 
     for _ in range(ATTEMPTS):
-        topic_table.offsets()
+        catalog(topic_table.offsets)
         table = topic_table.table
         expired = snapshots_to_expire(table, _now_ms() if now_ms is None else now_ms)
         if not expired:
@@ -229,7 +247,7 @@ def expire_snapshots(topic_table: TopicTable, now_ms: int | None = None) -> Expi
         tx = Transaction(table, autocommit=False)
         ExpireSnapshots(tx).by_ids(expired).commit()
         try:
-            after = tx.commit_transaction()
+            after = catalog(tx.commit_transaction)
         except _commit_failed():
             continue
         topic_table.table = after
@@ -279,13 +297,15 @@ def _data_files(table: Any) -> int:
     return len(list(table.scan().plan_files()))
 
 
-def compact(topic_table: TopicTable, min_files: int) -> Compaction:
+def compact(
+    topic_table: TopicTable, min_files: int, catalog: InCatalogThread = _here
+) -> Compaction:
     """Rewrite each hour partition with at least ``min_files`` small files into one file."""
     from pyiceberg.expressions import AlwaysTrue
     from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
 
     for _ in range(ATTEMPTS):
-        topic_table.offsets()
+        catalog(topic_table.offsets)
         table = topic_table.table
         result = Compaction(files_before=_data_files(table))
         groups = _small_file_groups(table, min_files) if min_files >= 2 else []
@@ -326,7 +346,7 @@ def compact(topic_table: TopicTable, min_files: int) -> Compaction:
                     rewrite.append_data_file(f)
                 result.rewritten.append((repr(tasks[0].file.partition), len(tasks), len(written)))
         try:
-            topic_table.table = tx.commit_transaction()
+            topic_table.table = catalog(tx.commit_transaction)
         except _commit_failed():
             continue
         result.files_after = _data_files(topic_table.table)
@@ -347,13 +367,23 @@ class Pass:
         return self.expiry.snapshots
 
 
-def maintain(topic_table: TopicTable, config: TopicTableConfig, now_ms: int | None = None) -> Pass:
-    """One pass: retention, then expiry, then compaction (blocking; the catalog thread)."""
+def maintain(
+    topic_table: TopicTable,
+    config: TopicTableConfig,
+    now_ms: int | None = None,
+    catalog: InCatalogThread = _here,
+) -> Pass:
+    """One pass: retention, then expiry, then compaction (blocking; the maintenance thread,
+    its catalog calls through ``catalog``)."""
     done = Pass()
-    done.retention_files = delete_expired_rows(topic_table, config.retention_ms, now_ms)
-    done.expiry = expire_snapshots(topic_table, now_ms)
-    done.compaction = compact(topic_table, config.compaction_min_input_files)
+    done.retention_files = delete_expired_rows(topic_table, config.retention_ms, now_ms, catalog)
+    done.expiry = expire_snapshots(topic_table, now_ms, catalog)
+    done.compaction = compact(topic_table, config.compaction_min_input_files, catalog)
     return done
+
+
+#: Runs a pass (given the catalog thread's runner) in the maintenance thread.
+PassRunner = Callable[[Callable[[InCatalogThread], Pass]], Awaitable[Pass]]
 
 
 class TableMaintenance:
@@ -366,9 +396,13 @@ class TableMaintenance:
         config: TopicTableConfig,
         on_pass: Callable[[Pass], None] | None = None,
         name: str | None = None,
+        run_pass: PassRunner | None = None,
     ) -> None:
-        """``name``: the table's name in the log (the topic's, or ``<topic>~dlq``)."""
+        """``name``: the table's name in the log (the topic's, or ``<topic>~dlq``).
+        ``run_pass``: the broker's maintenance thread (None: each pass is one job of the
+        catalog thread)."""
         self.table = table
+        self.run_pass = run_pass
         self.name = table.topic if name is None else name
         self.run_catalog = run_catalog
         self.config = config
@@ -379,7 +413,7 @@ class TableMaintenance:
     async def run(self) -> None:
         while True:
             try:
-                done = await self.run_catalog(lambda: maintain(self.table, self.config))
+                done = await self._pass()
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # noqa: BLE001 - the next pass tries again
@@ -392,6 +426,11 @@ class TableMaintenance:
                 if self._on_pass is not None:
                     self._on_pass(done)
             await asyncio.sleep(self.config.maintenance_interval_ms / 1000)
+
+    async def _pass(self) -> object:
+        if self.run_pass is None:
+            return await self.run_catalog(lambda: maintain(self.table, self.config))
+        return await self.run_pass(lambda catalog: maintain(self.table, self.config, None, catalog))
 
 
 def _log_pass(name: str, done: Pass) -> None:
@@ -417,7 +456,9 @@ def _log_pass(name: str, done: Pass) -> None:
 __all__ = [
     "Compaction",
     "Expiry",
+    "InCatalogThread",
     "Pass",
+    "PassRunner",
     "TableMaintenance",
     "compact",
     "delete_expired_rows",

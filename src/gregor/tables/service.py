@@ -8,12 +8,14 @@ cancels those no longer wanted, and restarts one whose leader epoch or settings 
 translator resumes from the table, so a restart is always safe). All catalog work (opening
 tables, commits) runs in one worker thread, one job at a time: commits of one topic's
 partitions never race inside a broker, and pyiceberg's SQL catalog on SQLite sees one writer
-per process. Writers in other processes (another broker, after a leader change) are fenced
+per process. The tables' maintenance passes run in a second thread, one pass at a time, and
+send only their catalog calls to the catalog thread: reading and writing an hour's files for
+a compaction never holds up the translators' commits. Writers in other processes (another broker, after a leader change) are fenced
 by the catalog's optimistic commit (``gregor.tables.catalog``). The append translators of a
 topic commit through one ``CommitGroup`` (``gregor.tables.commit_group``): the partitions'
 commits that fall due together become one snapshot. The translator of a topic's
 partition 0 runs the table's maintenance beside it (retention, snapshot expiry, compaction;
-``gregor.tables.maintenance``), in the same catalog thread.
+``gregor.tables.maintenance``).
 
 The catalog and the translators (pyarrow, pyiceberg) are imported when a broker first builds
 the service (a catalog is configured), not when the broker imports this module.
@@ -45,7 +47,7 @@ if TYPE_CHECKING:
     from gregor.tables.catalog import TableCatalog, TopicTable
     from gregor.tables.commit_group import CommitGroup
     from gregor.tables.dead_letters import TypedTranslation
-    from gregor.tables.maintenance import TableMaintenance
+    from gregor.tables.maintenance import InCatalogThread, Pass, TableMaintenance
     from gregor.tables.translator import PartitionTranslator
 
 log = logging.getLogger("gregor.tables")
@@ -86,6 +88,9 @@ class TableTranslation:
         self.registry = registry
         self._catalog: TableCatalog | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gregor-tables")
+        self._maintenance = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="gregor-tables-maintenance"
+        )
         self._tables: dict[str, TopicTable] = {}
         self._groups: dict[str, CommitGroup] = {}
         self._running: dict[tuple[str, int], _Running] = {}
@@ -133,6 +138,16 @@ class TableTranslation:
 
     async def run_catalog(self, job: Callable[[], object]) -> object:
         return await asyncio.get_running_loop().run_in_executor(self._executor, job)
+
+    async def run_pass(self, job: Callable[[InCatalogThread], Pass]) -> Pass:
+        """A maintenance pass in the maintenance thread, its catalog calls in the catalog
+        thread."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self._maintenance, job, self._in_catalog_thread
+        )
+
+    def _in_catalog_thread(self, call: Callable[[], object]) -> object:
+        return self._executor.submit(call).result()
 
     def reconcile(self, wanted: Mapping[tuple[str, int], Wanted]) -> None:
         """Start, stop and restart translators so that exactly ``wanted`` run (on the loop)."""
@@ -212,11 +227,17 @@ class TableTranslation:
             return
         from gregor.tables.maintenance import TableMaintenance
 
-        running.maintenance = TableMaintenance(table, self.run_catalog, w.config)
+        running.maintenance = TableMaintenance(
+            table, self.run_catalog, w.config, run_pass=self.run_pass
+        )
         jobs = [running.translator.run(), running.maintenance.run()]
         if typed is not None:
             running.dead_letter_maintenance = TableMaintenance(
-                typed.dead_letters, self.run_catalog, w.config, name=topic + DEAD_LETTER_SUFFIX
+                typed.dead_letters,
+                self.run_catalog,
+                w.config,
+                name=topic + DEAD_LETTER_SUFFIX,
+                run_pass=self.run_pass,
             )
             jobs.append(running.dead_letter_maintenance.run())
         await asyncio.gather(*jobs)
@@ -258,4 +279,6 @@ class TableTranslation:
         for group in self._groups.values():
             group.cancel()
         self._groups.clear()
+        # a pass still running makes its last catalog calls before the catalog thread stops
+        await asyncio.get_running_loop().run_in_executor(None, self._maintenance.shutdown)
         await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown)
