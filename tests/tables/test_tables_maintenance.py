@@ -431,6 +431,56 @@ def test_a_long_maintenance_pass_holds_up_no_commit(
         assert table_rows(logs(broker), topic) == topic_rows(broker.bootstrap_servers, topic, 2)
 
 
+def test_a_compaction_swaps_its_files_in_after_the_translators_commits(
+    broker: InProcessBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Held after writing its file, a compaction meets a translator's commit; its swap is
+    built on the table as it is then: committed once, no file written twice, carrying the
+    offsets the translator reached; the table equals the topic."""
+    import pyiceberg.io.pyarrow as pyiceberg_arrow
+
+    held, release = threading.Event(), threading.Event()
+    writes = []
+    real_write = pyiceberg_arrow._dataframe_to_data_files
+
+    def held_write(*args: Any, **kwargs: Any) -> Any:
+        files = list(real_write(*args, **kwargs))
+        writes.append([f.file_path for f in files])
+        if not release.is_set():
+            held.set()
+            release.wait()
+        return iter(files)
+
+    monkeypatch.setattr(pyiceberg_arrow, "_dataframe_to_data_files", held_write)
+    topic, hour = "rebased", int(time.time() * 1000)
+    try:
+        create_table_topic(
+            broker.bootstrap_servers,
+            topic,
+            2,
+            **{"iceberg.maintenance.interval.ms": "100", "iceberg.compaction.min.input.files": "3"},
+        )
+        rounds(broker, topic, 2, 3, hour)  # three commits: three files to compact
+        wait_until(held.is_set)
+        rounds(broker, topic, 2, 1, hour)  # a translator commits meanwhile
+        assert committed_offsets(logs(broker), topic) == {0: 16, 1: 16}
+    finally:
+        release.set()
+
+    def compacted() -> Any:
+        table = open_table(logs(broker), topic)
+        summary = table.current_snapshot().summary.additional_properties
+        return table if summary.get("gregor.maintenance") == "compaction" else None
+
+    wait_until(lambda: compacted() is not None)
+    table = compacted()
+    assert len(writes) == 1  # written once, swapped in on the newer table
+    files = {t.file.file_path for t in table.scan().plan_files()}
+    assert set(writes[0]) <= files and len(files) == 2  # the compacted file and the new one
+    assert table_offsets(table) == {0: 16, 1: 16}  # the translator's offsets, carried
+    assert table_rows(logs(broker), topic) == topic_rows(broker.bootstrap_servers, topic, 2)
+
+
 def test_tables_snapshots_and_compact_commands(broker: InProcessBroker) -> None:
     topic = "shown"
     create_table_topic(

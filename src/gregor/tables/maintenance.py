@@ -6,10 +6,14 @@ it), in snapshots (one per commit) and in files (small ones, slow to plan and re
 writer per table maintains it: the broker that leads the topic's partition 0 runs a
 :class:`TableMaintenance` beside that partition's translator (``gregor.tables.service``),
 which every ``iceberg.maintenance.interval.ms`` runs one pass in the broker's maintenance
-thread. A pass reads and writes data files there (a compaction of an hour's files can take
-many seconds), and hands only its catalog calls (reloading the table, committing) to the
-catalog thread (``InCatalogThread``), one call at a time: the translators' commits of every
-table on the broker go on meanwhile instead of queueing behind the pass.
+thread. Retention and expiry run as jobs of the catalog thread (each is mostly catalog work);
+a compaction reads and writes an hour's files, seconds of work for a large table, in the
+maintenance thread, and only its swap (:func:`_swap`: reload, build the overwrite, commit) is
+a catalog-thread job (``InCatalogThread``), so the translators' commits of every table on the
+broker go on meanwhile instead of queueing behind it. The swap is built on the table as it is
+when it runs, after any translator commit made while the files were written, and carries the
+offsets that table has (never those of the snapshot the compaction read: pyiceberg's ``Table``
+is one object the catalog thread updates in place).
 
 1. **retention** (:func:`delete_expired_rows`): with ``iceberg.retention.ms`` >= 0, the rows
    whose record timestamp is older than now minus it are deleted with pyiceberg's delete
@@ -32,13 +36,15 @@ table on the broker go on meanwhile instead of queueing behind the pass.
    once).
 
 Every commit here is optimistic like the translators' (``gregor.tables.catalog``): it is
-built on the snapshot it read, retention and compaction carry that snapshot's offsets map
-unchanged (``gregor.tables.offsets.carried_properties``: no resume offset moves), and the
-catalog refuses it if another writer committed meanwhile, in which case the step starts
-again from the new snapshot. A translator commit that loses to a maintenance commit starts
-again the same way. Each table also has Iceberg's ``write.metadata.delete-after-commit.enabled``
-(``gregor.tables.catalog.TABLE_PROPERTIES``): a commit deletes the metadata files older than the
-last ``write.metadata.previous-versions-max`` (100). Files no snapshot ever referenced (a
+built on the snapshot it read, carries that snapshot's offsets map unchanged
+(``gregor.tables.offsets.carried_properties``: no resume offset moves), and the catalog
+refuses it if another writer committed meanwhile, in which case the step starts again from
+the new snapshot (a compaction's swap again on the new table, its written files kept while
+the files they replace are still live). A translator commit that loses to a maintenance
+commit starts again the same way. Each table also has Iceberg's
+``write.metadata.delete-after-commit.enabled`` (``gregor.tables.catalog.TABLE_PROPERTIES``): a
+commit deletes the metadata files older than the last ``write.metadata.previous-versions-max``
+(100). Files no snapshot ever referenced (a
 commit's data files written and then lost to another writer, a writer killed mid-commit) are
 orphans this does not find: Iceberg removes those with a separate listing of the storage
 (``remove_orphan_files``), which this does not do.
@@ -50,9 +56,11 @@ A typed mode's dead-letter table ``<topic>~dlq`` gets the same passes from the s
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -101,10 +109,7 @@ def _int_property(table: Any, name: str, default: int) -> int:
 
 
 def delete_expired_rows(
-    topic_table: TopicTable,
-    retention_ms: int,
-    now_ms: int | None = None,
-    catalog: InCatalogThread = _here,
+    topic_table: TopicTable, retention_ms: int, now_ms: int | None = None
 ) -> int:
     """Delete the rows whose timestamp is before ``now - retention_ms``; returns the number of
     data files the table had that held such rows (0: nothing to delete, no commit)."""
@@ -117,7 +122,7 @@ def delete_expired_rows(
     # pyiceberg's predicates are pydantic models whose __init__ mypy does not see
     row_filter = LessThan("timestamp", cutoff)  # type: ignore[call-arg,arg-type]
     for _ in range(ATTEMPTS):
-        catalog(topic_table.offsets)  # reloads the table
+        topic_table.offsets()  # reloads the table
         table = topic_table.table
         matching = len(list(table.scan(row_filter=row_filter).plan_files()))
         if not matching:
@@ -127,7 +132,7 @@ def delete_expired_rows(
             row_filter, snapshot_properties=carried_properties(table_offsets(table), "retention")
         )
         try:
-            topic_table.table = catalog(tx.commit_transaction)
+            topic_table.table = tx.commit_transaction()
         except _commit_failed():
             continue
         return matching
@@ -229,16 +234,14 @@ class Expiry:
     files_deleted: int = 0
 
 
-def expire_snapshots(
-    topic_table: TopicTable, now_ms: int | None = None, catalog: InCatalogThread = _here
-) -> Expiry:
+def expire_snapshots(topic_table: TopicTable, now_ms: int | None = None) -> Expiry:
     """Remove the snapshots :func:`snapshots_to_expire` names, then the files only they
     reached (:func:`unreachable_files`)."""
     from pyiceberg.table import Transaction
     from pyiceberg.table.update.snapshot import ExpireSnapshots
 
     for _ in range(ATTEMPTS):
-        catalog(topic_table.offsets)
+        topic_table.offsets()
         table = topic_table.table
         expired = snapshots_to_expire(table, _now_ms() if now_ms is None else now_ms)
         if not expired:
@@ -247,7 +250,7 @@ def expire_snapshots(
         tx = Transaction(table, autocommit=False)
         ExpireSnapshots(tx).by_ids(expired).commit()
         try:
-            after = catalog(tx.commit_transaction)
+            after = tx.commit_transaction()
         except _commit_failed():
             continue
         topic_table.table = after
@@ -300,7 +303,14 @@ def _data_files(table: Any) -> int:
 def compact(
     topic_table: TopicTable, min_files: int, catalog: InCatalogThread = _here
 ) -> Compaction:
-    """Rewrite each hour partition with at least ``min_files`` small files into one file."""
+    """Rewrite each hour partition with at least ``min_files`` small files into one file.
+
+    The files are read and written here (the maintenance thread); the swap is built and
+    committed in the catalog thread on the table as it is then (:func:`_swap`), so the
+    translators' commits meanwhile cost nothing: their rows are in other files, and the swap
+    carries the offsets the table has when it commits. Only when a file to replace is no longer
+    live (another writer compacted or deleted it) are the written files deleted and the step
+    planned again."""
     from pyiceberg.expressions import AlwaysTrue
     from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
 
@@ -312,45 +322,66 @@ def compact(
         if not groups:
             result.files_after = result.files_before
             return result
+        # one name and counter for the step's files: a second group written with a fresh
+        # count would overwrite the first group's file
+        write_uuid, counter = uuid.uuid4(), itertools.count(0)
+        rewrites: list[tuple[list[Any], list[Any]]] = []
+        for tasks in groups:
+            rows = ArrowScan(
+                table_metadata=table.metadata,
+                io=table.io,
+                projected_schema=table.schema(),
+                row_filter=AlwaysTrue(),
+            ).to_table(tasks=tasks)
+            expected = sum(t.file.record_count for t in tasks)
+            if rows.num_rows != expected:  # never swap files for fewer or more rows
+                raise RuntimeError(
+                    f"{topic_table.topic}: read {rows.num_rows} rows of {expected} to compact"
+                )
+            rows = rows.sort_by([("partition", "ascending"), ("offset", "ascending")])
+            written = _dataframe_to_data_files(
+                table_metadata=table.metadata,
+                df=rows,
+                io=table.io,
+                write_uuid=write_uuid,
+                counter=counter,
+            )
+            rewrites.append((tasks, list(written)))
+        swapped = catalog(functools.partial(_swap, topic_table, rewrites))
+        if swapped is None:  # never committed: the written files are nobody's
+            delete_files(table, [f.file_path for _, written in rewrites for f in written])
+            continue
+        result.rewritten = [
+            (repr(tasks[0].file.partition), len(tasks), len(written)) for tasks, written in rewrites
+        ]
+        result.files_after = _data_files(swapped)
+        return result
+    raise RuntimeError(f"{topic_table.topic}: compaction lost {ATTEMPTS} commits in a row")
+
+
+def _swap(topic_table: TopicTable, rewrites: list[tuple[list[Any], list[Any]]]) -> Any | None:
+    """The catalog thread's half of :func:`compact`: on the table as it is now, one overwrite
+    that deletes each group's files and adds the files written from them, carrying the table's
+    offsets unchanged; the table it made, or None when a file to delete is no longer live."""
+    for _ in range(ATTEMPTS):
+        topic_table.offsets()  # reloads the table
+        table = topic_table.table
+        live = {t.file.file_path for t in table.scan().plan_files()}
+        if any(t.file.file_path not in live for tasks, _ in rewrites for t in tasks):
+            return None
         tx = table.transaction()
         props = carried_properties(table_offsets(table), "compaction")
-        # one counter for the commit: the files' names are its uuid and a count, and a second
-        # group written with a fresh count would overwrite the first group's file
-        counter = itertools.count(0)
         with tx.update_snapshot(snapshot_properties=props).overwrite() as rewrite:
-            for tasks in groups:
-                rows = ArrowScan(
-                    table_metadata=table.metadata,
-                    io=table.io,
-                    projected_schema=table.schema(),
-                    row_filter=AlwaysTrue(),
-                ).to_table(tasks=tasks)
-                expected = sum(t.file.record_count for t in tasks)
-                if rows.num_rows != expected:  # never swap files for fewer or more rows
-                    raise RuntimeError(
-                        f"{topic_table.topic}: read {rows.num_rows} rows of {expected} to compact"
-                    )
-                rows = rows.sort_by([("partition", "ascending"), ("offset", "ascending")])
-                written = list(
-                    _dataframe_to_data_files(
-                        table_metadata=table.metadata,
-                        df=rows,
-                        io=table.io,
-                        write_uuid=rewrite.commit_uuid,
-                        counter=counter,
-                    )
-                )
+            for tasks, written in rewrites:
                 for t in tasks:
                     rewrite.delete_data_file(t.file)
                 for f in written:
                     rewrite.append_data_file(f)
-                result.rewritten.append((repr(tasks[0].file.partition), len(tasks), len(written)))
         try:
-            topic_table.table = catalog(tx.commit_transaction)
+            topic_table.table = tx.commit_transaction()
         except _commit_failed():
-            continue
-        result.files_after = _data_files(topic_table.table)
-        return result
+            continue  # another writer committed meanwhile: again on the table it made
+        return topic_table.table
     raise RuntimeError(f"{topic_table.topic}: compaction lost {ATTEMPTS} commits in a row")
 
 
@@ -376,8 +407,10 @@ def maintain(
     """One pass: retention, then expiry, then compaction (blocking; the maintenance thread,
     its catalog calls through ``catalog``)."""
     done = Pass()
-    done.retention_files = delete_expired_rows(topic_table, config.retention_ms, now_ms, catalog)
-    done.expiry = expire_snapshots(topic_table, now_ms, catalog)
+    done.retention_files = catalog(
+        lambda: delete_expired_rows(topic_table, config.retention_ms, now_ms)
+    )
+    done.expiry = catalog(lambda: expire_snapshots(topic_table, now_ms))
     done.compaction = compact(topic_table, config.compaction_min_input_files, catalog)
     return done
 
