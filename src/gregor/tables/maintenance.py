@@ -351,18 +351,22 @@ def compact(
         if swapped is None:  # never committed: the written files are nobody's
             delete_files(table, [f.file_path for _, written in rewrites for f in written])
             continue
+        swapped_table, result.files_before = swapped  # the table the swap was built on
         result.rewritten = [
             (repr(tasks[0].file.partition), len(tasks), len(written)) for tasks, written in rewrites
         ]
-        result.files_after = _data_files(swapped)
+        result.files_after = _data_files(swapped_table)
         return result
     raise RuntimeError(f"{topic_table.topic}: compaction lost {ATTEMPTS} commits in a row")
 
 
-def _swap(topic_table: TopicTable, rewrites: list[tuple[list[Any], list[Any]]]) -> Any | None:
+def _swap(
+    topic_table: TopicTable, rewrites: list[tuple[list[Any], list[Any]]]
+) -> tuple[Any, int] | None:
     """The catalog thread's half of :func:`compact`: on the table as it is now, one overwrite
     that deletes each group's files and adds the files written from them, carrying the table's
-    offsets unchanged; the table it made, or None when a file to delete is no longer live."""
+    offsets unchanged; the table it made and how many data files the table had before it, or
+    None when a file to delete is no longer live."""
     for _ in range(ATTEMPTS):
         topic_table.offsets()  # reloads the table
         table = topic_table.table
@@ -381,7 +385,7 @@ def _swap(topic_table: TopicTable, rewrites: list[tuple[list[Any], list[Any]]]) 
             topic_table.table = tx.commit_transaction()
         except _commit_failed():
             continue  # another writer committed meanwhile: again on the table it made
-        return topic_table.table
+        return topic_table.table, len(live)
     raise RuntimeError(f"{topic_table.topic}: compaction lost {ATTEMPTS} commits in a row")
 
 
