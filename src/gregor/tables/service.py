@@ -8,10 +8,12 @@ cancels those no longer wanted, and restarts one whose leader epoch or settings 
 translator resumes from the table, so a restart is always safe). All catalog work (opening
 tables, commits) runs in one worker thread, one job at a time: commits of one topic's
 partitions never race inside a broker, and pyiceberg's SQL catalog on SQLite sees one writer
-per process. The tables' maintenance passes run in a second thread, one pass at a time: a
-compaction reads and writes an hour's files there and sends only its swap to the catalog
-thread, so it never holds up the translators' commits (``gregor.tables.maintenance``). The
-append translators of a topic commit through one ``CommitGroup``
+per process. Writers in other processes (another broker, after a leader change) are fenced
+by the catalog's optimistic commit (``gregor.tables.catalog``). The tables' maintenance passes
+run in a second thread, one pass at a time: a compaction reads and writes an hour's files
+there and sends only its swap to the catalog thread, so it never holds up the translators'
+commits (``gregor.tables.maintenance``). The append translators of a topic commit through one
+``CommitGroup``
 (``gregor.tables.commit_group``): the partitions' commits that fall due together become one
 snapshot. The translator of a topic's
 partition 0 runs the table's maintenance beside it (retention, snapshot expiry, compaction;
