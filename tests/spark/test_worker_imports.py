@@ -9,8 +9,12 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 from spark_helpers import Broker, create_topic, produce
+
+from gregor.spark_daemon import MODULE, installed_only
 
 _READ = """
 import json, sys
@@ -54,3 +58,57 @@ def test_a_worker_reads_without_importing_pandas(gregor: Broker, topic: str) -> 
         [None] * 3 + [[["n", str(i)], ["empty", None]] for i in (3, 4, 5)],
     ]
     assert (got["after_import"], got["after_read"]) == (False, False)
+
+
+def test_the_installed_pyspark_and_py4j_replace_their_zips_and_jars(tmp_path: Path) -> None:
+    site = tmp_path / "site-packages"
+    home = site / "pyspark"
+    (home / "python" / "lib").mkdir(parents=True)
+    (home / "jars").mkdir()
+    (home / "__init__.py").write_text("")
+    (site / "py4j-0.10.9.9.dist-info").mkdir()
+    lib = home / "python" / "lib"
+    ours = [str(lib / "pyspark.zip"), str(lib / "py4j-0.10.9.9-src.zip")]
+    core = str(home / "jars" / "spark-core_2.13-4.3.0.jar")
+    other_py4j = str(lib / "py4j-0.10.9.7-src.zip")  # not the installed py4j's version
+    elsewhere = "/opt/spark/python/lib/pyspark.zip"  # another Spark home's
+    user = str(tmp_path / "mine.zip")
+    path = ["", *ours, core, other_py4j, elsewhere, user, "/usr/lib/python311.zip", str(site)]
+    assert installed_only(path) == [
+        "",
+        other_py4j,
+        elsewhere,
+        user,
+        "/usr/lib/python311.zip",
+        str(site),
+    ]
+    # a pyspark directory that is not on the path (a Spark home elsewhere) keeps its zips
+    assert installed_only(path[:-1]) == path[:-1]
+
+
+def test_the_sessions_workers_import_the_installed_pyspark(spark: Any) -> None:
+    from pyspark.sql.functions import udf
+
+    @udf("string")
+    def where(_: int) -> str:
+        import json
+        import os
+        import sys
+
+        import py4j
+        import pyspark
+
+        with open(f"/proc/{os.getppid()}/cmdline") as f:
+            daemon = f.read().split("\0")
+        zips = [p for p in sys.path if p.endswith((".zip", ".jar")) and "pyspark" in p]
+        return json.dumps([pyspark.__file__, py4j.__file__, daemon, zips])
+
+    pyspark_file, py4j_file, daemon, zips = json.loads(
+        spark.range(1).select(where("id")).first()[0]
+    )
+    import py4j
+    import pyspark
+
+    assert (pyspark_file, py4j_file) == (pyspark.__file__, py4j.__file__)
+    assert daemon[1:4] == ["-m", MODULE, "pyspark.worker"]
+    assert zips == []

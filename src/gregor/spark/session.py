@@ -3,7 +3,9 @@
 PySpark starts its Python workers with ``PYSPARK_PYTHON`` (default: ``python3`` on the PATH),
 which may not be the interpreter that has Gregor installed; this helper points it at the
 current interpreter unless it is already set. ``SPARK_LOCAL_IP`` defaults to 127.0.0.1 so a
-local session never depends on the machine's network names.
+local session never depends on the machine's network names. A local session's Python workers
+start from :mod:`gregor.spark_daemon`, which has them import the installed pyspark (with its
+compiled bytecode) rather than Spark's zip of the same sources.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import os
 import sys
 from collections.abc import Mapping
 from typing import Any
+
+from gregor.spark_daemon import MODULE as SPARK_DAEMON
 
 
 def local_session(
@@ -41,6 +45,11 @@ def local_session(
         # longer, and the task then fails with "Python worker failed to connect back".
         "spark.python.authenticate.socketTimeout": "120s",
     }
+    if master is None or master.startswith("local"):
+        # Python workers that import the installed pyspark with its bytecode, not Spark's zip of
+        # its sources (gregor.spark_daemon); on a cluster the executors' Python is not ours to
+        # choose
+        defaults["spark.python.daemon.module"] = SPARK_DAEMON
     for k, v in {**defaults, **dict(config or {})}.items():
         if v != "":
             builder = builder.config(k, v)

@@ -28,6 +28,7 @@ from collections import deque
 from collections.abc import Callable, Generator
 from typing import Any, TypedDict, TypeVar, Unpack
 
+from gregor import __version__
 from gregor.client.core.errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
@@ -48,12 +49,9 @@ from gregor.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHa
 log = logging.getLogger("gregor.client")
 
 CLIENT_SOFTWARE_NAME = "gregor-python"
-try:  # the installed distribution's version; "0" when running from a bare source tree
-    from importlib.metadata import version as _dist_version
-
-    CLIENT_SOFTWARE_VERSION = _dist_version("gregor")
-except Exception:  # pragma: no cover
-    CLIENT_SOFTWARE_VERSION = "0"
+#: The package's own version (not ``importlib.metadata``'s: that scans every entry of
+#: ``sys.path``, Spark's jars among them in a Spark Python worker).
+CLIENT_SOFTWARE_VERSION = __version__
 
 
 class _Protocol(asyncio.BufferedProtocol):
