@@ -12,8 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from spark_helpers import Broker, create_topic, produce
 
+from gregor.spark.session import worker_daemon
 from gregor.spark_daemon import MODULE, installed_only
 
 _READ = """
@@ -84,6 +86,21 @@ def test_the_installed_pyspark_and_py4j_replace_their_zips_and_jars(tmp_path: Pa
     ]
     # a pyspark directory that is not on the path (a Spark home elsewhere) keeps its zips
     assert installed_only(path[:-1]) == path[:-1]
+
+
+def test_only_local_workers_of_this_interpreter_start_from_gregors_daemon(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ours = {"spark.python.daemon.module": MODULE}
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    assert worker_daemon(None, {}) == ours
+    assert worker_daemon("local[2]", {}) == ours
+    assert worker_daemon("local-cluster[2,1,1024]", {}) == ours
+    assert worker_daemon("spark://127.0.0.1:7077", {}) == {}
+    assert worker_daemon("local[2]", {"spark.pyspark.python": "/usr/bin/python3"}) == {}
+    monkeypatch.setenv("PYSPARK_PYTHON", "/usr/bin/python3")
+    assert worker_daemon("local[2]", {}) == {}
+    assert worker_daemon("local[2]", {"spark.pyspark.python": sys.executable}) == ours
 
 
 def test_the_sessions_workers_import_the_installed_pyspark(spark: Any) -> None:

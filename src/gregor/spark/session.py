@@ -45,11 +45,7 @@ def local_session(
         # longer, and the task then fails with "Python worker failed to connect back".
         "spark.python.authenticate.socketTimeout": "120s",
     }
-    if master is None or master.startswith("local"):
-        # Python workers that import the installed pyspark with its bytecode, not Spark's zip of
-        # its sources (gregor.spark_daemon); on a cluster the executors' Python is not ours to
-        # choose
-        defaults["spark.python.daemon.module"] = SPARK_DAEMON
+    defaults.update(worker_daemon(master, config or {}))
     for k, v in {**defaults, **dict(config or {})}.items():
         if v != "":
             builder = builder.config(k, v)
@@ -58,4 +54,16 @@ def local_session(
     return spark
 
 
-__all__ = ["local_session"]
+def worker_daemon(master: str | None, config: Mapping[str, str]) -> dict[str, str]:
+    """``spark.python.daemon.module`` for a session whose Python workers run this interpreter on
+    this machine: :mod:`gregor.spark_daemon` (the installed pyspark, not Spark's zip of its
+    sources). On a cluster, or with another interpreter (which may not have Gregor), Spark's
+    own daemon."""
+    python = config.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")
+    local = master is None or master.startswith("local")
+    if local and python and os.path.abspath(python) == os.path.abspath(sys.executable):
+        return {"spark.python.daemon.module": SPARK_DAEMON}
+    return {}
+
+
+__all__ = ["local_session", "worker_daemon"]
