@@ -106,7 +106,7 @@ def test_only_local_workers_of_this_interpreter_start_from_gregors_daemon(
 def test_the_sessions_workers_import_the_installed_pyspark(spark: Any) -> None:
     from pyspark.sql.functions import udf
 
-    @udf("string")
+    @udf("string", useArrow=False)  # a plain Python UDF: no type-hint inference
     def where(_: int) -> str:
         import json
         import os
