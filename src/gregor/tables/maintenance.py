@@ -270,10 +270,11 @@ class Compaction:
     rewritten: list[tuple[str, int, int]] = field(default_factory=list)
 
 
-def _small_file_groups(table: Any, min_files: int) -> list[list[Any]]:
+def _small_file_groups(table: Any, tasks: Iterable[Any], min_files: int) -> list[list[Any]]:
+    """Of ``table``'s planned ``tasks``, the bins of small files to rewrite together."""
     target = _int_property(table, TARGET_FILE_SIZE_BYTES, TARGET_FILE_SIZE_BYTES_DEFAULT)
     groups: dict[tuple[int, str], list[Any]] = {}
-    for task in table.scan().plan_files():
+    for task in tasks:
         f = task.file
         partition = f.partition
         if task.delete_files or f.file_size_in_bytes >= target:
@@ -296,10 +297,6 @@ def _small_file_groups(table: Any, min_files: int) -> list[list[Any]]:
     return out
 
 
-def _data_files(table: Any) -> int:
-    return len(list(table.scan().plan_files()))
-
-
 def compact(
     topic_table: TopicTable, min_files: int, catalog: InCatalogThread = _here
 ) -> Compaction:
@@ -317,8 +314,9 @@ def compact(
     for _ in range(ATTEMPTS):
         catalog(topic_table.offsets)
         table = topic_table.table
-        result = Compaction(files_before=_data_files(table))
-        groups = _small_file_groups(table, min_files) if min_files >= 2 else []
+        planned = list(table.scan().plan_files())
+        result = Compaction(files_before=len(planned))
+        groups = _small_file_groups(table, planned, min_files) if min_files >= 2 else []
         if not groups:
             result.files_after = result.files_before
             return result
@@ -351,22 +349,21 @@ def compact(
         if swapped is None:  # never committed: the written files are nobody's
             delete_files(table, [f.file_path for _, written in rewrites for f in written])
             continue
-        swapped_table, result.files_before = swapped  # the table the swap was built on
+        result.files_before = swapped  # the data files of the table the swap was built on
         result.rewritten = [
             (repr(tasks[0].file.partition), len(tasks), len(written)) for tasks, written in rewrites
         ]
-        result.files_after = _data_files(swapped_table)
+        result.files_after = result.files_before + sum(w - r for _, r, w in result.rewritten)
         return result
     raise RuntimeError(f"{topic_table.topic}: compaction lost {ATTEMPTS} commits in a row")
 
 
-def _swap(
-    topic_table: TopicTable, rewrites: list[tuple[list[Any], list[Any]]]
-) -> tuple[Any, int] | None:
+def _swap(topic_table: TopicTable, rewrites: list[tuple[list[Any], list[Any]]]) -> int | None:
     """The catalog thread's half of :func:`compact`: on the table as it is now, one overwrite
     that deletes each group's files and adds the files written from them, carrying the table's
-    offsets unchanged; the table it made and how many data files the table had before it, or
-    None when a file to delete is no longer live."""
+    offsets unchanged; how many data files the table had before it (the commit succeeded on
+    that table, so it has those less the deleted plus the written after it), or None when a
+    file to delete is no longer live."""
     for _ in range(ATTEMPTS):
         topic_table.offsets()  # reloads the table
         table = topic_table.table
@@ -385,7 +382,7 @@ def _swap(
             topic_table.table = tx.commit_transaction()
         except _commit_failed():
             continue  # another writer committed meanwhile: again on the table it made
-        return topic_table.table, len(live)
+        return len(live)
     raise RuntimeError(f"{topic_table.topic}: compaction lost {ATTEMPTS} commits in a row")
 
 
