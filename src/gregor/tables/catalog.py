@@ -61,6 +61,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from gregor.tables.data_files import write_hour
 from gregor.tables.faults import crash_point
 from gregor.tables.offsets import commit_properties, table_offsets
 from gregor.tables.schema import (
@@ -235,11 +236,13 @@ def append(tx: Any, io: Any, rows: pa.Table, props: dict[str, str]) -> None:
     """``tx.append(rows, snapshot_properties=props)``. Rows of one hour (nearly always: one
     commit covers seconds) skip pyiceberg's split by partition, a group-by of the hour of every
     row and a filtered copy of the whole table (a quarter of a commit's CPU): the one
-    partition's key is given directly. Anything else (rows of several hours, a table whose
-    schema or partition spec an operator changed) takes pyiceberg's own path."""
-    from pyiceberg.io.pyarrow import bin_pack_arrow_table, pyarrow_to_schema, write_file
+    partition's key is given directly, and the files are written by
+    ``gregor.tables.data_files`` (offsets and timestamps delta-encoded). Anything else (rows of
+    several hours, a table whose schema or partition spec an operator changed) takes
+    pyiceberg's own path."""
+    from pyiceberg.io.pyarrow import pyarrow_to_schema
     from pyiceberg.partitioning import PartitionFieldValue, PartitionKey
-    from pyiceberg.table import TableProperties, WriteTask
+    from pyiceberg.table import TableProperties
     from pyiceberg.utils.properties import property_as_bool, property_as_int
 
     meta = tx.table_metadata
@@ -264,11 +267,9 @@ def append(tx: Any, io: Any, rows: pa.Table, props: dict[str, str]) -> None:
     )
     update = tx.update_snapshot(snapshot_properties=props)
     with update.merge_append() if merge else update.fast_append() as files:
-        tasks = (
-            WriteTask(files.commit_uuid, i, task_schema, batches, partition_key=key)
-            for i, batches in enumerate(bin_pack_arrow_table(rows, target or default_target))
-        )
-        for data_file in write_file(io, meta, tasks):
+        for data_file in write_hour(
+            io, meta, rows, key, files.commit_uuid, target or default_target
+        ):
             files.append_data_file(data_file)
 
 

@@ -20,7 +20,10 @@ snapshot whose offset for this partition is ``committed`` (``gregor.tables.catal
 moves ``committed`` and ``first`` to ``position``. A commit that finds the table elsewhere
 (another writer moved the partition on) drops the buffer and resumes from the table's offset.
 Caught up, the loop waits until the partition's high watermark moves or the commit falls
-due.
+due; when the partition moved, it lets the appends gather a moment (``GATHER_S``, a tenth of
+the lag at most, never past the commit's due time) before reading, so a busy partition is
+read in a few large reads rather than one per produce request, and the lag of what it then
+reads counts from the move.
 
 An upsert translator (``iceberg.upsert``) does the same with one difference: its commit
 replaces the rows of the keys ``[first, position)`` touches with each key's latest record
@@ -69,6 +72,9 @@ log = logging.getLogger("gregor.tables")
 READ_BYTES = 4 << 20
 #: Buffered Arrow bytes that make a commit due whatever the lag.
 MAX_BUFFER_BYTES = 64 << 20
+#: How long a moved partition's appends gather before the translator reads them (at most a
+#: tenth of its lag, never past its commit's due time).
+GATHER_S = 0.1
 #: Pause after a failed read or commit before the translator tries again.
 RETRY_S = 1.0
 
@@ -105,6 +111,7 @@ class PartitionTranslator:
         self._bytes = 0
         self._count = 0  # buffered rows
         self._oldest: float | None = None  # monotonic time of the oldest buffered read
+        self._moved: float | None = None  # when the partition moved past a caught-up position
         self._converter = RowConverter(source.topic, source.index)
         # a failure's traceback once, its repeats in a line now and then (until a commit works)
         self._failures = RepeatedFailure(log, f"translating {source.topic}-{source.index}")
@@ -152,7 +159,7 @@ class PartitionTranslator:
         self.first = self.position = start
         self._rows = []
         self._bytes = self._count = 0
-        self._oldest = None
+        self._oldest = self._moved = None
         self._converter = RowConverter(self.source.topic, self.source.index)
 
     async def _translate(self) -> None:
@@ -182,8 +189,9 @@ class PartitionTranslator:
                         self._bytes += rows.nbytes
                         self._count += rows.num_rows
                     if self._oldest is None:
-                        self._oldest = time.monotonic()
+                        self._oldest = self._moved or time.monotonic()
                     self.position = nxt
+            self._moved = None
             if self._due():
                 await self._commit()
                 continue
@@ -226,9 +234,25 @@ class PartitionTranslator:
             await asyncio.wait(
                 (fut, self._wakeup), timeout=timeout, return_when=asyncio.FIRST_COMPLETED
             )
+            moved = fut.done() and not self._wakeup.done()
         finally:
             self._wakeup = None
             source.forget(fut)
+        if moved:
+            await self._gather()
+
+    async def _gather(self) -> None:
+        """The partition moved: let its appends gather a moment before reading them, so a busy
+        partition is read in a few large reads, not one per produce request (each read costs
+        a conversion's set-up, a thread hand-off and a chunk to concatenate). The records' lag
+        counts from now, not from the read; never past the commit's due time."""
+        now = time.monotonic()
+        self._moved = now
+        pause = min(GATHER_S, self.target_lag_ms / 10_000)
+        if self._oldest is not None:
+            pause = min(pause, self._oldest + self.target_lag_ms / 1000 - now)
+        if pause > 0:
+            await asyncio.sleep(pause)
 
     async def _commit(self) -> None:
         began = time.monotonic()
