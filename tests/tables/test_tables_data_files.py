@@ -91,13 +91,15 @@ def test_a_commit_writes_offsets_and_timestamps_delta_encoded(tmp_path: Path) ->
         assert (lower, upper) == (min(offsets), max(offsets))
         assert data_file.null_value_counts[field_id["key"]] == sum(1 for o in offsets if o % 4 == 0)
 
-    # read back exactly, a record without headers null as in the topic (pyarrow's reader;
-    # pyiceberg's scan gives an empty list for a null list whatever the file holds)
+    # read back exactly, by pyarrow's reader and pyiceberg's (a record without headers has
+    # an empty list in the files, as pyiceberg writes every file of the table)
     files_read = pa.concat_tables(pq.read_table(local(f.file_path)) for f in files)
-    back = files_read.sort_by([("partition", "ascending"), ("offset", "ascending")])
-    expected = pa.concat_tables([rows(0, 100, 5000), rows(1, 0, 3000)])
-    assert back.cast(ARROW_SCHEMA).to_pylist() == expected.to_pylist()
-    assert table.table.scan().to_arrow().num_rows == 8000
+    expected = pa.concat_tables([rows(0, 100, 5000), rows(1, 0, 3000)]).to_pylist()
+    for row in expected:
+        row["headers"] = row["headers"] or []
+    order = [("partition", "ascending"), ("offset", "ascending")]
+    for back in (files_read, table.table.scan().to_arrow()):
+        assert back.sort_by(order).cast(ARROW_SCHEMA).to_pylist() == expected
 
 
 def test_leaf_paths_are_the_parquet_column_paths(tmp_path: Path) -> None:
