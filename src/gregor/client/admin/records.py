@@ -21,8 +21,13 @@ class RecordsApi(AdminBase):
     ) -> dict[TopicPartition, int | KafkaError]:
         """Delete records below the given offsets (-1: the high watermark); returns low watermarks."""
         cluster = self._client.cluster
-        self._client.add_topics({tp.topic for tp in before})
+        topics = {tp.topic for tp in before}
+        self._client.add_topics(topics)
         await self._client.refresh_metadata()
+        if any(cluster.leader_for(TopicPartition(*tp)) < 0 for tp in before):
+            # the refresh may have joined one sent before the partition existed (a partition
+            # just added): ask once more, with a request sent now
+            await self._client.fetch_metadata(sorted(topics))
         by_node: dict[int, dict[TopicPartition, int]] = {}
         out: dict[TopicPartition, int | KafkaError] = {}
         for tp, off in before.items():
