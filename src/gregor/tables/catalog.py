@@ -268,7 +268,7 @@ def append(tx: Any, io: Any, rows: pa.Table, props: dict[str, str]) -> None:
     update = tx.update_snapshot(snapshot_properties=props)
     with update.merge_append() if merge else update.fast_append() as files:
         for data_file in write_hour(
-            io, meta, rows, key, files.commit_uuid, target or default_target
+            io, meta, rows, task_schema, key, files.commit_uuid, target or default_target
         ):
             files.append_data_file(data_file)
 

@@ -33,10 +33,17 @@ DELTA_COLUMNS = ("timestamp", "offset")
 
 
 def write_hour(
-    io: Any, meta: Any, rows: pa.Table, key: Any, write_uuid: uuid.UUID, target_bytes: int
+    io: Any,
+    meta: Any,
+    rows: pa.Table,
+    task_schema: Any,
+    key: Any,
+    write_uuid: uuid.UUID,
+    target_bytes: int,
 ) -> Iterator[Any]:
     """Write ``rows`` (of one partition ``key`` of the table whose metadata is ``meta``; their
-    columns the table's) in files of about ``target_bytes``; yields each file's ``DataFile``."""
+    columns the table's, ``task_schema`` their Iceberg schema by the table's name mapping) in
+    files of about ``target_bytes``; yields each file's ``DataFile``."""
     import pyarrow.parquet as pq
     from pyiceberg.io.pyarrow import (
         FileFormatFactory,
@@ -45,7 +52,6 @@ def write_hour(
         compute_statistics_plan,
         data_file_statistics_from_parquet_metadata,
         parquet_path_to_id_mapping,
-        pyarrow_to_schema,
         sanitize_column_names,
     )
     from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
@@ -57,9 +63,6 @@ def write_hour(
     # as pyiceberg's write_file: names Avro cannot take sanitized in the file, field ids kept
     sanitized = sanitize_column_names(table_schema)
     file_schema = sanitized if sanitized != table_schema else table_schema
-    task_schema = pyarrow_to_schema(
-        rows.schema, name_mapping=table_schema.name_mapping, format_version=meta.format_version
-    )
     parquet = FileFormatFactory.get(FileFormat.PARQUET)
     row_group = property_as_int(
         properties,

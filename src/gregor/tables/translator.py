@@ -225,9 +225,7 @@ class PartitionTranslator:
         source = self.source
         if self.position < source.last_stable_offset and not self._full():
             return
-        timeout = None
-        if self._oldest is not None:
-            timeout = max(0.0, self._oldest + self.target_lag_ms / 1000 - time.monotonic())
+        timeout = self._until_due()
         fut = source.wait()
         self._wakeup = asyncio.get_running_loop().create_future()
         try:
@@ -246,13 +244,19 @@ class PartitionTranslator:
         partition is read in a few large reads, not one per produce request (each read costs
         a conversion's set-up, a thread hand-off and a chunk to concatenate). The records' lag
         counts from now, not from the read; never past the commit's due time."""
-        now = time.monotonic()
-        self._moved = now
+        self._moved = time.monotonic()
         pause = min(GATHER_S, self.target_lag_ms / 10_000)
-        if self._oldest is not None:
-            pause = min(pause, self._oldest + self.target_lag_ms / 1000 - now)
+        due = self._until_due()
+        if due is not None:
+            pause = min(pause, due)
         if pause > 0:
             await asyncio.sleep(pause)
+
+    def _until_due(self) -> float | None:
+        """Seconds until the buffered rows' commit falls due by lag (None: nothing buffered)."""
+        if self._oldest is None:
+            return None
+        return max(0.0, self._oldest + self.target_lag_ms / 1000 - time.monotonic())
 
     async def _commit(self) -> None:
         began = time.monotonic()
