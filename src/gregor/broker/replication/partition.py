@@ -10,9 +10,13 @@ request and a ``Log`` (Kafka's ``kafka.cluster.Partition``):
 * **Appends.** Every leader append (clients, coordinators, transaction markers) goes through
   ``append_as_leader`` / ``append_txn_marker``, which stamp the leader epoch, then wake the
   followers' fetches (log end offset moved) and try to advance the high watermark.
-* **High watermark.** The high watermark is the smallest log end offset in the ISR: ours,
-  and each in-sync follower's last fetch offset (``update_follower``). On one node the ISR
-  is this broker alone, so the high watermark follows the log end offset at once. When it
+* **High watermark.** The high watermark is the smallest log end offset in the maximal
+  ISR: ours, and the last fetch offset (``update_follower``) of each follower in the ISR or
+  asked into it. A follower asked in counts from the moment it is asked (Kafka's
+  ``maximalIsr``): the controller may commit it and then elect it leader before this broker
+  hears back, so nothing it lacks may be acknowledged. A follower asked out still counts
+  until the image without it arrives. On one node the ISR is this broker alone, so the high
+  watermark follows the log end offset at once. When it
   advances, the consumers' long-poll fetches and the acks=all produces waiting for it are
   released. ``min.insync.replicas`` is checked before an acks=all append.
 * **ISR.** A follower that has fetched up to the high watermark (and into this leader's
@@ -249,9 +253,9 @@ class Partition:
     # --- high watermark and followers ---
 
     def maybe_advance_high_watermark(self) -> bool:
-        """Move the high watermark to the smallest log end offset in the ISR."""
+        """Move the high watermark to the smallest log end offset in the maximal ISR."""
         hw = self.log.log_end_offset
-        for replica in self.isr:
+        for replica in self.maximal_isr:
             if replica != self.local_id:
                 state = self.followers.get(replica)
                 hw = min(hw, state.log_end_offset if state is not None else -1)
@@ -260,6 +264,15 @@ class Partition:
         _wake(self._data_waiters)
         self._release_acks()
         return True
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The ISR and any follower asked into it: the replicas the controller may elect
+        before this broker learns the outcome of a pending change."""
+        pending = self.pending_isr
+        if pending is None:
+            return self.isr
+        return self.isr + tuple(r for r in pending if r not in self.isr)
 
     def update_follower(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
         """A follower fetched from ``fetch_offset``: it holds everything below it. Returns
@@ -273,7 +286,7 @@ class Partition:
         state.last_fetch_ms = now_ms
         if fetch_offset >= self.log.log_end_offset:
             state.last_caught_up_ms = now_ms
-        if not moved and replica_id in self.isr:
+        if not moved and replica_id in self.maximal_isr:
             return False  # nothing new for the high watermark (the common idle partition)
         if replica_id not in self.isr and self._caught_up_to_join(fetch_offset):
             self._ask_isr(tuple(r for r in self.replicas if r in self.isr or r == replica_id))
