@@ -6,11 +6,13 @@ append checker once lost 50 records this way, a leader fault right after an ISR 
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from pathlib import Path
 
 from gregor.broker.replication.partition import Partition
+from gregor.protocol.errors import NotEnoughReplicasAfterAppendError
 from gregor.protocol.records import build_batch
 from gregor.storage import Log, LogConfig
 
@@ -78,3 +80,27 @@ def test_a_follower_asked_out_counts_until_the_image_drops_it(tmp_path: Path) ->
     assert p.log.high_watermark == 1
     p.make_leader(leader_epoch=1, partition_epoch=2, replicas=(1, 2, 3), isr=(1,))
     assert p.log.high_watermark == 3
+
+
+def test_acks_all_released_by_a_shrunken_isr_is_not_enough_replicas_after_append(
+    tmp_path: Path,
+) -> None:
+    async def run() -> None:
+        p, asked = leader(tmp_path)
+        p.min_insync_replicas = 2
+        p.append_as_leader(records(2), required_acks=-1)
+        client = p.wait_for_high_watermark(2, min_isr=True)
+        coordinator = p.wait_for_high_watermark(2)  # a coordinator's write: no such check
+        assert not client.done()
+        # 2 never fetches; the image drops it from the ISR: the high watermark is the leader's
+        # alone, so the records are committed, on one replica where two were asked for.
+        p.make_leader(leader_epoch=1, partition_epoch=2, replicas=(1, 2, 3), isr=(1,))
+        assert p.log.high_watermark == 2
+        assert isinstance(client.exception(), NotEnoughReplicasAfterAppendError)
+        assert coordinator.done() and coordinator.exception() is None
+        # With the ISR whole again, the same wait succeeds (a producer's retry of the batch).
+        p.make_leader(leader_epoch=1, partition_epoch=3, replicas=(1, 2, 3), isr=(1, 2))
+        again = p.wait_for_high_watermark(2, min_isr=True)
+        assert again.done() and again.exception() is None
+
+    asyncio.run(run())

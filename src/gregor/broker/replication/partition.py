@@ -18,7 +18,10 @@ request and a ``Log`` (Kafka's ``kafka.cluster.Partition``):
   until the image without it arrives. On one node the ISR is this broker alone, so the high
   watermark follows the log end offset at once. When it
   advances, the consumers' long-poll fetches and the acks=all produces waiting for it are
-  released. ``min.insync.replicas`` is checked before an acks=all append.
+  released. ``min.insync.replicas`` is checked before a client's acks=all append, and again
+  when the high watermark releases it: if the maximal ISR has meanwhile shrunk below it, the
+  records are committed but the producer gets NOT_ENOUGH_REPLICAS_AFTER_APPEND (Kafka's
+  ``checkEnoughReplicasReachOffset``), since fewer copies exist than it asked for.
 * **ISR.** A follower that has fetched up to the high watermark (and into this leader's
   epoch) is asked into the ISR; one that has not caught up with the log end offset for
   ``replica.lag.time.max.ms`` is asked out (``isr_to_shrink``). Asking is the ``alter_isr``
@@ -47,6 +50,7 @@ from gregor.broker.common.file_send import SendableRegion
 from gregor.protocol.errors import (
     ErrorCode,
     InvalidRequestError,
+    NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     PolicyViolationError,
@@ -119,7 +123,8 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}
         self._data_waiters: set[asyncio.Future[None]] = set()  # consumers: HW/LSO moved
         self._replica_waiters: set[asyncio.Future[None]] = set()  # followers: LEO moved
-        self._acks_waiters: list[tuple[int, asyncio.Future[None]]] = []  # acks=all
+        #: (offset, future, whether min.insync.replicas is checked when released)
+        self._acks_waiters: list[tuple[int, asyncio.Future[None], bool]] = []
         #: Asks the metadata store for a new ISR (set by the replica manager in a cluster).
         self.alter_isr: Callable[[Partition, tuple[int, ...]], None] | None = None
         self.pending_isr: tuple[int, ...] | None = None
@@ -339,13 +344,15 @@ class Partition:
             log.update_high_watermark(hw)
             _wake(self._data_waiters)  # consumers reading from this follower (KIP-392)
 
-    def wait_for_high_watermark(self, offset: int) -> asyncio.Future[None]:
-        """A future done once the high watermark reaches ``offset`` (acks=all)."""
+    def wait_for_high_watermark(self, offset: int, min_isr: bool = False) -> asyncio.Future[None]:
+        """A future done once the high watermark reaches ``offset`` (acks=all); with
+        ``min_isr``, failed with NOT_ENOUGH_REPLICAS_AFTER_APPEND if by then the maximal ISR
+        is below ``min.insync.replicas``."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if self.log.high_watermark >= offset:
-            fut.set_result(None)
+            self._acknowledge(fut, min_isr)
         else:
-            self._acks_waiters.append((offset, fut))
+            self._acks_waiters.append((offset, fut, min_isr))
         return fut
 
     def _release_acks(self) -> None:
@@ -353,13 +360,28 @@ class Partition:
             return
         hw = self.log.high_watermark
         waiting = []
-        for offset, fut in self._acks_waiters:
+        for offset, fut, min_isr in self._acks_waiters:
             if offset <= hw:
-                if not fut.done():
-                    fut.set_result(None)
+                self._acknowledge(fut, min_isr)
             else:
-                waiting.append((offset, fut))
+                waiting.append((offset, fut, min_isr))
         self._acks_waiters = waiting
+
+    def _acknowledge(self, fut: asyncio.Future[None], min_isr: bool) -> None:
+        """Release a write the high watermark has reached: done, or (``min_isr`` and the
+        maximal ISR below ``min.insync.replicas``) NOT_ENOUGH_REPLICAS_AFTER_APPEND."""
+        if fut.done():
+            return
+        if min_isr and len(self.maximal_isr) < self.min_insync_replicas:
+            fut.set_exception(
+                NotEnoughReplicasAfterAppendError(
+                    f"Committed at {self.topic}-{self.index} with an ISR of "
+                    f"{len(self.maximal_isr)}, below min.insync.replicas "
+                    f"{self.min_insync_replicas}."
+                )
+            )
+        else:
+            fut.set_result(None)
 
     # --- long-poll waiters ---
 
@@ -376,7 +398,7 @@ class Partition:
         _wake(self._data_waiters)
         _wake(self._replica_waiters)
         acks, self._acks_waiters = self._acks_waiters, []
-        for _, fut in acks:
+        for _, fut, _ in acks:
             if not fut.done():
                 if error is None:
                     fut.set_result(None)

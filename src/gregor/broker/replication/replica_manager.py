@@ -306,7 +306,12 @@ class ReplicaManager:
                 continue
             if required_acks == -1:
                 waits.append(
-                    (result, partition.wait_for_high_watermark(result.info.last_offset + 1))
+                    (
+                        result,
+                        partition.wait_for_high_watermark(
+                            result.info.last_offset + 1, min_isr=True
+                        ),
+                    )
                 )
         if waits:
             await self._await_acks(waits, timeout_ms)

@@ -15,9 +15,11 @@ NEMESIS = ("isolate",)
 def inject() -> None:
     original = Partition.wait_for_high_watermark
 
-    def wait_for_high_watermark(self: Partition, offset: int) -> asyncio.Future[None]:
+    def wait_for_high_watermark(
+        self: Partition, offset: int, min_isr: bool = False
+    ) -> asyncio.Future[None]:
         if self.topic.startswith("__"):
-            return original(self, offset)
+            return original(self, offset, min_isr)
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         fut.set_result(None)
         return fut
