@@ -40,6 +40,10 @@ def test_a_follower_asked_into_the_isr_holds_the_high_watermark_back(tmp_path: P
     p.update_follower(3, 5, NOW)  # 3 has caught up: asked in
     assert asked == [(1, 2, 3)] and p.pending_isr == (1, 2, 3) and p.isr == (1, 2)
 
+    # The same partition state applied again (a metadata reload) does not settle the change.
+    p.make_leader(leader_epoch=1, partition_epoch=1, replicas=(1, 2, 3), isr=(1, 2))
+    assert p.pending_isr == (1, 2, 3)
+
     p.append_as_leader(records(4), required_acks=-1)
     p.update_follower(2, 9, NOW)
     # 2 holds all 9, but 3 (which the controller may already have made a member, and may

@@ -165,12 +165,15 @@ class Partition:
                 self.log.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset)
         if self.is_leader and leader_epoch == self.leader_epoch and set(isr) != set(self.isr):
             self.isr_changes[0 if len(isr) < len(self.isr) else 1] += 1
+        if (leader_epoch, partition_epoch) != (self.leader_epoch, self.partition_epoch):
+            # A newer partition state settles any change asked for before it (one asked on
+            # an older partition epoch can no longer commit); the same state again does not.
+            self.pending_isr = None
         self.leader_id = self.local_id
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
         self.replicas = tuple(replicas)
         self.isr = tuple(isr)
-        self.pending_isr = None
         self.followers = {
             r: self.followers.get(r, FollowerState()) for r in replicas if r != self.local_id
         }
