@@ -16,12 +16,12 @@ request and a ``Log`` (Kafka's ``kafka.cluster.Partition``):
   ``maximalIsr``): the controller may commit it and then elect it leader before this broker
   hears back, so nothing it lacks may be acknowledged. A follower asked out still counts
   until the image without it arrives. On one node the ISR is this broker alone, so the high
-  watermark follows the log end offset at once. When it
-  advances, the consumers' long-poll fetches and the acks=all produces waiting for it are
-  released. ``min.insync.replicas`` is checked before a client's acks=all append, and again
-  when the high watermark releases it: if the maximal ISR has meanwhile shrunk below it, the
-  records are committed but the producer gets NOT_ENOUGH_REPLICAS_AFTER_APPEND (Kafka's
-  ``checkEnoughReplicasReachOffset``), since fewer copies exist than it asked for.
+  watermark follows the log end offset at once. When it advances, the consumers' long-poll
+  fetches and the acks=all produces waiting for it are released. ``min.insync.replicas`` is
+  checked before a client's acks=all append, and again when the high watermark releases it:
+  if the maximal ISR has meanwhile shrunk below it, the records are committed but the
+  producer gets NOT_ENOUGH_REPLICAS_AFTER_APPEND (Kafka's ``checkEnoughReplicasReachOffset``),
+  since fewer copies exist than it asked for.
 * **ISR.** A follower that has fetched up to the high watermark (and into this leader's
   epoch) is asked into the ISR; one that has not caught up with the log end offset for
   ``replica.lag.time.max.ms`` is asked out (``isr_to_shrink``). Asking is the ``alter_isr``
