@@ -2,7 +2,8 @@
 follower asked into it but not yet confirmed (Kafka's maximal ISR). Without that, records
 acknowledged while the follower's joining was in flight could be missing from it when the
 controller, having committed the new ISR, elects it leader: acknowledged data lost (the
-append checker once lost 50 records this way, a leader fault right after an ISR expansion)."""
+likely cause of 50 records the append checker once lost, its faults coming right after an ISR
+expansion; not reproduced)."""
 
 from __future__ import annotations
 
