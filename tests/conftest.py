@@ -31,6 +31,9 @@ before any test module is imported.
 Spark: a run that takes in the whole ``tests/spark/`` folder builds a class-data-sharing archive
 of Spark's classes in the background (``gregor.testing.jvm_archive``); the Spark tests' JVMs use
 it once it is there (``tests/spark/conftest.py``). ``GREGOR_TEST_JVM_ARCHIVE=off`` turns it off.
+Every process the run starts has ``tests/pythonpath`` first on ``PYTHONPATH``: its
+``sitecustomize`` has Spark's planning and stream-source processes import the installed pyspark
+rather than compile Spark's zip of it again (about a CPU-second each).
 """
 
 from __future__ import annotations
@@ -53,6 +56,9 @@ settings.register_profile(FAST_PROFILE, settings.get_profile("gregor"), max_exam
 settings.load_profile("gregor")
 
 TESTS = Path(__file__).parent
+_PATH = os.environ.get("PYTHONPATH", "")
+if str(TESTS / "pythonpath") not in _PATH.split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS / "pythonpath"), _PATH) if p)
 FOLDER_MARKS = {"interop": pytest.mark.interop, "spark": pytest.mark.spark}
 
 
