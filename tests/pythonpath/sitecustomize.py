@@ -8,12 +8,17 @@ sources first on the path, and its setting ``spark.python.daemon.module`` (which
 reach them. Python compiles every module it imports from that zip again: about 0.8 CPU-seconds
 a daemon and 0.3 more a worker it forks, some 200 processes a run. Here, as
 :mod:`gregor.spark_daemon` does for task workers, the installed pyspark (the same files, with
-their bytecode) is taken instead. A process without the zip on its path is left as it is.
+their bytecode) is taken instead. A process without the zip on its path, or without Gregor,
+is left as it is. Being first on the path, this module hides any other ``sitecustomize`` from
+the run's processes (this machine's interpreter has none).
 """
 
 import sys
 
 if any(entry.endswith("pyspark.zip") for entry in sys.path):
-    from gregor.spark_daemon import installed_only
-
-    sys.path[:] = installed_only(sys.path)
+    try:
+        from gregor.spark_daemon import installed_only
+    except ImportError:
+        pass
+    else:
+        sys.path[:] = installed_only(sys.path)
