@@ -16,6 +16,7 @@ import threading
 
 import pytest
 
+from gregor.launch import forkserver
 from gregor.testing.process_guard import ProcessStartRefused, no_processes
 
 
@@ -29,6 +30,7 @@ def current() -> dict[str, object]:
         "posix_spawn": os.posix_spawn,
         "system": os.system,
         "create_subprocess_exec": asyncio.create_subprocess_exec,
+        "request_fork": forkserver.request_fork,
     }
 
 
@@ -58,6 +60,10 @@ def test_every_way_to_start_a_process_is_refused() -> None:
         spawn_ctx = multiprocessing.get_context("spawn")
         with pytest.raises(ProcessStartRefused):
             spawn_ctx.Process(target=print).start()
+        with pytest.raises(ProcessStartRefused):  # a broker from the fork server (none starts)
+            forkserver.request_fork(
+                ["-m", "gregor", "serve"], {}, ".", os.devnull, forkserver.ForkServer()
+            )
     assert [line.split("(", 1)[0] for line in refused] == [
         "os.fork",
         "os.system",
@@ -65,6 +71,7 @@ def test_every_way_to_start_a_process_is_refused() -> None:
         "asyncio.create_subprocess_exec",
         "os.posix_spawn",
         "_posixsubprocess.fork_exec",
+        "gregor.launch.forkserver.request_fork",
     ]
 
 

@@ -17,7 +17,9 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from gregor.launch import forkserver
 from gregor.launch.child import ChildProcess
+from gregor.launch.forkserver import ForkServer
 from gregor.launch.ports import free_port
 
 _STARTED = re.compile(r"event=broker\.started .*listeners=(\S+)")
@@ -31,6 +33,35 @@ _PORT_ATTEMPTS = 5
 
 class BrokerStartError(RuntimeError):
     pass
+
+
+#: What a broker process imports before it reads its config: a fork server for brokers loads
+#: these (``gregor serve`` and the companions it may start beside the broker).
+BROKER_PRELOAD = (
+    "gregor.cli.main",
+    "gregor.broker.common.events",
+    "gregor.broker.config.broker_config",
+    "gregor.broker.main",
+    "gregor.cli.schema_registry",
+    "gregor.cli.console",
+)
+
+#: What a broker process reads from its environment at import rather than when it runs (the
+#: records' compiled twins): a broker whose environment sets it otherwise starts afresh.
+BROKER_START_TIME_ENV = ("GREGOR_NO_EXTENSIONS",)
+
+_fork_server: ForkServer | None = None
+
+
+def use_fork_server(server: ForkServer | None) -> ForkServer | None:
+    """Start every ``BrokerProcess`` from now on as a fork of ``server``'s template (None: with
+    ``subprocess``, the default); returns the server used until now. The test run does this:
+    it starts hundreds of brokers, each about half a CPU-second quicker so. A broker whose
+    environment differs from the template's where an interpreter or an import reads it
+    (``ForkServer.differs_at_start``) still starts with ``subprocess``."""
+    global _fork_server
+    previous, _fork_server = _fork_server, server
+    return previous
 
 
 def level_number(name: str) -> int:
@@ -121,12 +152,21 @@ class BrokerProcess(ChildProcess):
             args += ["--override", f"{k}={v}"]
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
-        log = open(self.log_path, "ab")
-        self._log_offset = log.tell()
-        try:
-            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
-        finally:
-            log.close()
+        if _fork_server is not None and not _fork_server.differs_at_start(env):
+            try:
+                self._log_offset = self.log_path.stat().st_size
+            except FileNotFoundError:
+                self._log_offset = 0
+            self.proc = forkserver.request_fork(
+                args[1:], env, os.getcwd(), str(self.log_path), _fork_server
+            )
+        else:
+            log = open(self.log_path, "ab")
+            self._log_offset = log.tell()
+            try:
+                self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+            finally:
+                log.close()
         self._wait_started()
         return self
 

@@ -34,15 +34,20 @@ def _parse(text: str) -> tuple[str, int] | None:
     return point, int(count)
 
 
-_TARGET = _parse(os.environ.get(ENV, ""))
+#: The configured point, read from the environment at the first :func:`crash_point` (not at
+#: import: a broker forked from a template that imported this module reads its own).
+_target: tuple[str, int] | None = None
+_read = False
 _seen = 0
 
 
 def crash_point(point: str) -> None:
     """SIGKILL this process if it is the configured point's configured visit."""
-    global _seen
-    if _TARGET is None or _TARGET[0] != point:
+    global _seen, _target, _read
+    if not _read:
+        _target, _read = _parse(os.environ.get(ENV, "")), True
+    if _target is None or _target[0] != point:
         return
     _seen += 1
-    if _seen == _TARGET[1]:
+    if _seen == _target[1]:
         os.kill(os.getpid(), signal.SIGKILL)

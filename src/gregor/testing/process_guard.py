@@ -8,8 +8,9 @@ Theory of operation. While the guard is on, every way this process has to start 
 replaced by a function that records the attempt and raises ``ProcessStartRefused``: the fork
 and exec primitive under ``subprocess.Popen`` and ``multiprocessing`` (``_posixsubprocess.
 fork_exec``, and ``subprocess``'s own name for it), ``os.fork``, ``os.forkpty``, ``os.posix_spawn``, ``os.posix_spawnp``,
-``os.system``, and ``asyncio.create_subprocess_exec``/``_shell`` (uvloop spawns through libuv,
-not through ``subprocess``). The record is kept even when the caller swallows the exception
+``os.system``, ``asyncio.create_subprocess_exec``/``_shell`` (uvloop spawns through libuv,
+not through ``subprocess``), and a request to the fork server of broker processes
+(``gregor.launch.forkserver.request_fork``). The record is kept even when the caller swallows the exception
 (a broker started from a thread, a ``try``), so the test can still be failed for it
 (``tests/conftest.py`` does).
 
@@ -33,6 +34,8 @@ from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from gregor.launch import forkserver
+
 __all__ = ["ProcessStartRefused", "no_processes"]
 
 
@@ -53,6 +56,7 @@ _TARGETS: tuple[tuple[Any, str], ...] = (
     (asyncio, "create_subprocess_shell"),
     (asyncio.subprocess, "create_subprocess_exec"),
     (asyncio.subprocess, "create_subprocess_shell"),
+    (forkserver, "request_fork"),  # a broker forked by the test run's fork server
 )
 
 
