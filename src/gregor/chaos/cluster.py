@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import glob
 import os
-import subprocess
 import sys
 import tempfile
 import uuid
@@ -107,12 +106,7 @@ class ChaosBroker(BrokerProcess):
                     "FAKETIME_CACHE_DURATION": "1",
                 }
             )
-        log = open(self.log_path, "ab")  # noqa: SIM115
-        self._log_offset = log.tell()
-        try:
-            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
-        finally:
-            log.close()
+        self._spawn(args, env)  # under libfaketime (LD_PRELOAD): a new interpreter
         self._wait_started()
         return self
 

@@ -152,6 +152,14 @@ class BrokerProcess(ChildProcess):
             args += ["--override", f"{k}={v}"]
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
+        self._spawn(args, env)
+        self._wait_started()
+        return self
+
+    def _spawn(self, args: list[str], env: dict[str, str]) -> None:
+        """Start ``args`` (``[sys.executable, "-m", module, ...]``) with its output appended
+        to the log: a fork of the fork server's template when one is set and ``env`` allows it
+        (:func:`use_fork_server`), else a new interpreter."""
         if _fork_server is not None and not _fork_server.differs_at_start(env):
             try:
                 self._log_offset = self.log_path.stat().st_size
@@ -160,15 +168,13 @@ class BrokerProcess(ChildProcess):
             self.proc = forkserver.request_fork(
                 args[1:], env, os.getcwd(), str(self.log_path), _fork_server
             )
-        else:
-            log = open(self.log_path, "ab")
-            self._log_offset = log.tell()
-            try:
-                self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
-            finally:
-                log.close()
-        self._wait_started()
-        return self
+            return
+        log = open(self.log_path, "ab")
+        self._log_offset = log.tell()
+        try:
+            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+        finally:
+            log.close()
 
     def _wait_started(self) -> None:
         """Wait for the ``broker.started`` line for as long as the process lives (recovery after
