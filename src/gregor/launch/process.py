@@ -2,7 +2,9 @@
 
 It imports nothing of the broker itself, so applications that are clients of a broker (the
 pipelines) start their embedded broker with it, and the test harness (``gregor.testing``) its
-broker processes.
+broker processes. By default each broker is a new interpreter; after :func:`use_fork_server`
+(the test run) it is a fork of a template that imported the broker already
+(:mod:`gregor.launch.forkserver`), unless its environment differs where start-up reads it.
 """
 
 from __future__ import annotations
