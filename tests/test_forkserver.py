@@ -143,3 +143,11 @@ def test_a_broker_forks_unless_its_start_time_environment_differs(
     finally:
         process.use_fork_server(previous)
         server.close()
+
+
+def test_a_child_that_cannot_start_says_why_and_exits_1(server: ForkServer, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    missing = tmp_path / "missing"
+    child = server.spawn(["-m", "forkchild", "print", "0"], os.environ, str(missing), str(out))
+    assert child.wait(60) == 1
+    assert "FileNotFoundError" in output(out) and str(missing) in output(out)

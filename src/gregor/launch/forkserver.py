@@ -6,7 +6,7 @@ imported their modules already.
     proc.poll(); proc.send_signal(signal.SIGTERM); proc.wait(30)
 
 A broker process spends about half a CPU-second starting an interpreter and importing the
-broker before it does anything. The test run starts some 350 of them, so it starts them from
+broker before it does anything. The test run starts about 400 of them, so it starts them from
 this template instead (``gregor.launch.process.use_fork_server``); an application that starts
 one broker has nothing to gain and starts it with ``subprocess`` as before.
 
@@ -29,9 +29,12 @@ tell the difference, and it signals the pid only while no exit code has arrived 
 does, so a reused pid is never signalled). When the socket closes (the client ended, however),
 the template kills its remaining children and exits.
 
-What differs from a fresh interpreter: the child shares the template's hash seed and anything a
-preloaded module computed at import; its process group is the template's, which is the
-client's (the template is started in it).
+What differs from a fresh interpreter: the child shares the template's hash seed, its
+``sys.path`` and anything a preloaded module computed at import, so a child whose environment
+differs from the template's where start-up reads it is refused
+(``ForkServer.differs_at_start``; the caller starts a new interpreter instead); its process
+group is the template's, which is the client's (the template is started in it); and ``ps``
+shows the template's command line for it.
 """
 
 from __future__ import annotations
@@ -218,10 +221,10 @@ def request_fork(
 # --- the template's side ---------------------------------------------------------------------
 
 
-def _child(request: dict[str, object], status_fds: list[int]) -> None:
+def _child(request: dict[str, object]) -> None:
     """In the forked child: become ``python <args>`` and never return."""
     code = 1
-    try:
+    try:  # everything but 0-2 is closed below: the socket, the other children's pipes
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -231,7 +234,6 @@ def _child(request: dict[str, object], status_fds: list[int]) -> None:
         os.dup2(out, 1)
         os.dup2(out, 2)
         os.closerange(3, os.sysconf("SC_OPEN_MAX"))
-        del status_fds
         env = request["env"]
         assert isinstance(env, dict)
         os.environ.clear()
@@ -257,6 +259,8 @@ def _child(request: dict[str, object], status_fds: list[int]) -> None:
             traceback.print_exc()
             code = 1
         atexit._run_exitfuncs()
+    except BaseException:  # setting up failed (its output, its directory): say why, exit 1
+        traceback.print_exc()
     finally:
         for stream in (sys.stdout, sys.stderr):
             try:
@@ -312,7 +316,7 @@ def _serve(sock: socket.socket) -> None:
         status_r, status_w = os.pipe()
         pid = os.fork()
         if pid == 0:
-            _child(request, [status_r, status_w, *children.values()])
+            _child(request)
         children[pid] = status_w
         socket.send_fds(sock, [str(pid).encode()], [status_r])
         os.close(status_r)
